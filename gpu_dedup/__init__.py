@@ -1,0 +1,49 @@
+"""gpu_dedup: near-duplicate detection for text corpora (MinHash + LSH).
+
+The library works on Arrow string arrays; the CLI (``gpu-dedup``) wraps it.
+
+Example:
+    >>> import pyarrow as pa
+    >>> from gpu_dedup import Config, deduplicate
+    >>> texts = pa.array(["the cat sat on the mat", "the cat sat on the mat!", "dogs"])
+    >>> result = deduplicate(texts, Config(threshold=0.7))
+    >>> result.cluster.tolist()
+    [0, 0, 2]
+"""
+from __future__ import annotations
+
+import importlib.util as _ilu
+import os as _os
+import sys as _sys
+
+__version__ = "0.1.0"
+
+
+def _ensure_kernels() -> None:
+    # Installed (or editable) packages map ``gpu_dedup.kernels`` to the
+    # top-level ``kernels/`` folder. A source checkout used through PYTHONPATH
+    # has no such mapping; load the folder under that name ourselves.
+    if "gpu_dedup.kernels" in _sys.modules:
+        return
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    try:
+        if _ilu.find_spec("gpu_dedup.kernels") is not None:
+            return
+    except (ImportError, ValueError):
+        pass
+    init = _os.path.join(here, _os.pardir, "kernels", "__init__.py")
+    spec = _ilu.spec_from_file_location("gpu_dedup.kernels", init,
+                                        submodule_search_locations=[_os.path.dirname(init)])
+    if spec is None or spec.loader is None:
+        raise ImportError("gpu_dedup.kernels not found: reinstall the package")
+    module = _ilu.module_from_spec(spec)
+    _sys.modules["gpu_dedup.kernels"] = module
+    spec.loader.exec_module(module)
+
+
+_ensure_kernels()
+
+from .config import Config  # noqa: E402
+from .engine import DedupResult, deduplicate  # noqa: E402
+
+__all__ = ["Config", "DedupResult", "deduplicate", "__version__"]

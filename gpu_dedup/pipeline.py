@@ -1,0 +1,137 @@
+"""Orchestration: read the inputs, run the engine, write the outputs.
+
+Outputs are built in a temporary folder beside the output directory and moved
+into place only when complete, so a failed run leaves nothing half-written and
+an existing directory untouched.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .backend import get_backend
+from .config import Config
+from .engine import deduplicate, scurve_summary
+from .errors import InputError
+from .io.sources import expand_inputs, read_corpus
+from .report import build_report
+from .timing import StageTimer
+
+log = logging.getLogger("gpu_dedup")
+
+
+def _inside(child: str, parent: str) -> bool:
+    child = os.path.realpath(child)
+    parent = os.path.realpath(parent)
+    return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
+
+
+def check_output(output: str, inputs: list[str], raw_inputs, overwrite: bool) -> None:
+    """Refuse an output directory that is, holds or sits inside an input, or
+    that is non-empty without ``overwrite``."""
+    for spec in list(raw_inputs) + inputs:
+        spec = str(spec)
+        if os.path.exists(spec) and (_inside(output, spec) or _inside(spec, output)):
+            raise InputError(f"{output}: the output directory must not be an input, "
+                             f"hold one or sit inside one ({spec})")
+    if os.path.exists(output):
+        if not os.path.isdir(output):
+            raise InputError(f"{output}: exists and is not a directory")
+        if os.listdir(output) and not overwrite:
+            raise InputError(f"{output}: output directory is not empty; pass --overwrite "
+                             f"to replace it")
+
+
+def write_outputs(tmp: str, result, corpus) -> dict:
+    """clusters.parquet, pairs.parquet and data/ into ``tmp``."""
+    ids = corpus.ids.cast(pa.string())
+    pq.write_table(pa.table({"id": ids,
+                             "cluster": pa.array(result.cluster, pa.int64()),
+                             "kept": pa.array(result.kept, pa.bool_())}),
+                   os.path.join(tmp, "clusters.parquet"))
+    pq.write_table(pa.table({"id_a": ids.take(pa.array(result.pair_a)),
+                             "id_b": ids.take(pa.array(result.pair_b)),
+                             "similarity": pa.array(result.pair_similarity, pa.float64())}),
+                   os.path.join(tmp, "pairs.parquet"))
+    data_dir = os.path.join(tmp, "data")
+    os.makedirs(data_dir)
+    start = 0
+    for sh in corpus.shards:
+        n = len(sh)
+        path = os.path.join(data_dir, sh.out_name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        sh.write_kept(result.kept[start:start + n], path)
+        start += n
+    return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
+            "report": "report.json"}
+
+
+def _swap_in(tmp: str, output: str) -> None:
+    if os.path.exists(output):
+        old = f"{output.rstrip(os.sep)}.old-{os.getpid()}"
+        os.rename(output, old)
+        os.rename(tmp, output)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(tmp, output)
+
+
+def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
+        text_field: str = "text", id_field: str | None = "id", overwrite: bool = False,
+        on_stage=None) -> dict:
+    """Deduplicate ``inputs`` into ``output``; returns the report (also written
+    as ``report.json``)."""
+    t_start = time.perf_counter()
+    cfg = (config or Config()).resolved()
+    paths = expand_inputs(inputs)
+    output = os.path.abspath(output)
+    check_output(output, paths, inputs, overwrite)
+    backend, device_line = get_backend(device)
+    log.info(device_line)
+    timer = StageTimer(on_stage)
+    with timer("read"):
+        corpus = read_corpus(paths, text_field, id_field)
+    log.info("read %d documents from %d file(s)", len(corpus), len(paths))
+    result = deduplicate(corpus.texts, cfg, backend, timer)
+
+    parent = os.path.dirname(output)
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f".{os.path.basename(output)}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    os.makedirs(tmp)
+    try:
+        with timer("write"):
+            outputs = write_outputs(tmp, result, corpus)
+        seconds = dict(timer.seconds)
+        seconds["total"] = time.perf_counter() - t_start
+        report = build_report(result, corpus, cfg, scurve_summary(cfg), seconds,
+                              device_line.split(": ", 1)[1], outputs)
+        with open(os.path.join(tmp, "report.json"), "w") as f:
+            json.dump(report, f, indent=2, sort_keys=False)
+            f.write("\n")
+        _swap_in(tmp, output)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return report
+
+
+def summary_line(report: dict) -> str:
+    d = report["documents"]
+    e = report["edges"]
+    return (f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} "
+            f"({d['exact_removed']:,} exact, {d['fuzzy_removed']:,} near-duplicate); "
+            f"{e['candidates']:,} candidate edges, {e['verified']:,} verified; "
+            f"{report['seconds']['total']:.2f}s")
+
+
+def kept_mask(output: str) -> np.ndarray:
+    """The ``kept`` column of a finished run's clusters.parquet."""
+    return pq.read_table(os.path.join(output, "clusters.parquet"))["kept"].to_numpy()

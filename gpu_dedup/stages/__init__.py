@@ -1,0 +1,1 @@
+"""The pipeline's stages: pure functions over arrays, run by a backend."""

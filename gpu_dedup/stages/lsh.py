@@ -1,0 +1,103 @@
+"""LSH banding: band keys, bucket collisions, and candidate edges.
+
+A bucket is a (band, key) pair. Its members (documents whose band rows agree
+exactly) are joined by *anchor edges*: the first member in input order to each
+other member, so a bucket of size ``m`` gives ``m - 1`` edges, never all pairs.
+
+Verification could then lose a true pair that shares a bucket with an
+unrelated anchor. So edges are produced in rounds: the members of a bucket
+whose edge to its anchor failed verification are re-anchored on the first of
+them, and the new edges are verified in the next round, up to
+``max_rounds``. Every round's edges are a pure function of the previous
+round's failures, so the result does not depend on how the work is split.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+_LOW32 = np.uint64(0xFFFFFFFF)
+_S32 = np.uint64(32)
+
+
+def pack_edges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``(a, b)`` index pairs as sortable uint64 keys ``a << 32 | b``."""
+    return (a.astype(np.uint64) << _S32) | b.astype(np.uint64)
+
+
+def unpack_edges(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    return (packed >> _S32).astype(np.int64), (packed & _LOW32).astype(np.int64)
+
+
+def reanchor(failed: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Next round's edges from this round's failed edges (packed, sorted).
+
+    For every band in which both ends of a failed edge ``(a, m)`` share a
+    bucket, the failed members ``m`` of bucket ``(band, a)`` are joined to
+    their first member.
+    """
+    if failed.size == 0:
+        return failed
+    fa, fb = unpack_edges(failed)
+    out = []
+    for j in range(keys.shape[1]):
+        same = keys[fa, j] == keys[fb, j]
+        if not same.any():
+            continue
+        a = fa[same]
+        m = fb[same]          # sorted by (a, m) since `failed` is sorted
+        start = np.ones(a.size, dtype=bool)
+        start[1:] = a[1:] != a[:-1]
+        group = np.cumsum(start) - 1
+        anchor = m[start][group]
+        sel = ~start
+        if sel.any():
+            out.append(pack_edges(anchor[sel], m[sel]))
+    if not out:
+        return np.zeros(0, dtype=np.uint64)
+    return np.unique(np.concatenate(out))
+
+
+@dataclass
+class EdgeResult:
+    accepted: np.ndarray       # packed edges (positions in the fuzzy document list)
+    scores: np.ndarray         # similarity of each accepted edge
+    candidates: int            # distinct candidate edges scored
+    rounds: int                # rounds run
+    unresolved: int            # edges left unscored after max_rounds
+
+
+def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
+                   threshold: float, max_rounds: int, accept_all: bool = False) -> EdgeResult:
+    """Score candidate edges round by round (see the module docstring).
+
+    ``score_fn(packed) -> float64 scores``. An edge is accepted when its score
+    is at least ``threshold`` (or always, with ``accept_all``).
+    """
+    memo_keys = np.zeros(0, dtype=np.uint64)
+    memo_scores = np.zeros(0, dtype=np.float64)
+    edges = first_round
+    rounds = 0
+    while edges.size and rounds < max(1, max_rounds):
+        rounds += 1
+        pos = np.searchsorted(memo_keys, edges)
+        pos_c = np.minimum(pos, max(memo_keys.size - 1, 0))
+        known = (pos < memo_keys.size) & (memo_keys[pos_c] == edges) if memo_keys.size else \
+            np.zeros(edges.size, dtype=bool)
+        new = edges[~known]
+        if new.size:
+            new_scores = np.asarray(score_fn(new), dtype=np.float64)
+            memo_keys = np.concatenate([memo_keys, new])
+            memo_scores = np.concatenate([memo_scores, new_scores])
+            order = np.argsort(memo_keys, kind="stable")
+            memo_keys = memo_keys[order]
+            memo_scores = memo_scores[order]
+        if accept_all:
+            edges = edges[:0]
+            break
+        scores = memo_scores[np.searchsorted(memo_keys, edges)]
+        edges = reanchor(edges[scores < threshold], keys)
+    ok = np.ones(memo_keys.size, dtype=bool) if accept_all else memo_scores >= threshold
+    return EdgeResult(memo_keys[ok], memo_scores[ok], int(memo_keys.size), rounds,
+                      int(edges.size))

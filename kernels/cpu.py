@@ -1,0 +1,373 @@
+"""CPU kernels: Numba ``@njit`` over Arrow string buffers and signature matrices.
+
+Text arrives as Arrow's two buffers: ``offsets`` (``int64``, one more than
+the number of documents) and ``data`` (the concatenated UTF-8 bytes). Every
+kernel works per document in parallel (``prange``) with no Python objects.
+The hash functions themselves live in :mod:`kernels.hashing`.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .hashing import (U64, band_key_start, band_key_step, is_space, permute,
+                      utf8_decode, xxh64)
+
+SEED0 = U64(0)
+BLOCK = 256
+
+
+@njit(cache=True)
+def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, out):
+    """Write the base hash of every shingle of ``data[start:end]`` into ``out``.
+
+    Returns the number written (shingles are not yet de-duplicated).
+    ``pos_a``, ``pos_b`` and ``scratch`` are work buffers of at least
+    ``end - start + 1`` elements.
+    """
+    if end <= start:
+        return 0
+    if not word_mode:
+        # pos_a: byte offset of each code point start, plus the end
+        m = 0
+        p = start
+        while p < end:
+            pos_a[m] = p
+            m += 1
+            c, p = utf8_decode(data, p, end)
+        pos_a[m] = end
+        if m < n:
+            out[0] = xxh64(data, start, end, SEED0)
+            return 1
+        cnt = m - n + 1
+        for i in range(cnt):
+            out[i] = xxh64(data, pos_a[i], pos_a[i + n], SEED0)
+        return cnt
+    # word mode: tokens are maximal runs of non-space code points
+    t = 0
+    p = start
+    in_tok = False
+    while p < end:
+        q = p
+        c, p = utf8_decode(data, p, end)
+        if is_space(c):
+            if in_tok:
+                pos_b[t] = q
+                t += 1
+                in_tok = False
+        elif not in_tok:
+            pos_a[t] = q
+            in_tok = True
+    if in_tok:
+        pos_b[t] = end
+        t += 1
+    if t == 0:
+        return 0
+    g = n if t >= n else t
+    cnt = t - g + 1
+    for i in range(cnt):
+        # contiguous in place when the tokens are separated by single spaces
+        contiguous = True
+        for j in range(i, i + g - 1):
+            if pos_a[j + 1] != pos_b[j] + 1 or data[pos_b[j]] != 32:
+                contiguous = False
+                break
+        if contiguous:
+            out[i] = xxh64(data, pos_a[i], pos_b[i + g - 1], SEED0)
+        else:
+            L = 0
+            for j in range(i, i + g):
+                if j > i:
+                    scratch[L] = 32
+                    L += 1
+                for q in range(pos_a[j], pos_b[j]):
+                    scratch[L] = data[q]
+                    L += 1
+            out[i] = xxh64(scratch, 0, L, SEED0)
+    return cnt
+
+
+@njit(cache=True, inline="always")
+def _minima(hashes, cnt, a, b, mins):
+    """``mins[k] = min over s < cnt of permute(a[k], hashes[s], b[k])``.
+
+    Four permutations at a time keep four independent minima in registers,
+    which is faster here than vectorising over ``k``.
+    """
+    K = a.shape[0]
+    k = 0
+    while k + 4 <= K:
+        a0 = a[k]
+        a1 = a[k + 1]
+        a2 = a[k + 2]
+        a3 = a[k + 3]
+        b0 = b[k]
+        b1 = b[k + 1]
+        b2 = b[k + 2]
+        b3 = b[k + 3]
+        m0 = ~U64(0)
+        m1 = m0
+        m2 = m0
+        m3 = m0
+        for s in range(cnt):
+            x = hashes[s]
+            m0 = min(m0, permute(a0, x, b0))
+            m1 = min(m1, permute(a1, x, b1))
+            m2 = min(m2, permute(a2, x, b2))
+            m3 = min(m3, permute(a3, x, b3))
+        mins[k] = m0
+        mins[k + 1] = m1
+        mins[k + 2] = m2
+        mins[k + 3] = m3
+        k += 4
+    while k < K:
+        m0 = ~U64(0)
+        for s in range(cnt):
+            m0 = min(m0, permute(a[k], hashes[s], b[k]))
+        mins[k] = m0
+        k += 1
+
+
+@njit(parallel=True, cache=True)
+def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
+    """Signatures of the documents ``docs`` (indices into ``offsets``).
+
+    Row ``t`` of ``out`` gets ``min_x h_k(x) >> shift`` over the shingles of
+    document ``docs[t]``; ``counts[t]`` gets its number of shingles. ``out`` is
+    ``uint32`` (``shift=32``) or ``uint64`` (``shift=0``). A document without
+    shingles gets all ones (the largest value).
+    """
+    D = docs.shape[0]
+    K = a.shape[0]
+    nblocks = (D + BLOCK - 1) // BLOCK
+    sh = U64(shift)
+    for blk in prange(nblocks):
+        lo = blk * BLOCK
+        hi = min(D, lo + BLOCK)
+        cap = 1
+        for t in range(lo, hi):
+            d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
+            if d > cap:
+                cap = d
+        pos_a = np.empty(cap, np.int64)
+        pos_b = np.empty(cap, np.int64)
+        scratch = np.empty(cap, np.uint8)
+        hashes = np.empty(cap, np.uint64)
+        mins = np.empty(K, np.uint64)
+        for t in range(lo, hi):
+            i = docs[t]
+            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                     pos_a, pos_b, scratch, hashes)
+            counts[t] = cnt
+            _minima(hashes, cnt, a, b, mins)
+            if cnt == 0:
+                for k in range(K):
+                    out[t, k] = ~U64(0) >> sh
+            else:
+                for k in range(K):
+                    out[t, k] = mins[k] >> sh
+
+
+@njit(parallel=True, cache=True)
+def band_keys(sig, bands, rows, out):
+    """``out[i, j]`` = 64-bit key of rows ``j*rows .. (j+1)*rows-1`` of ``sig[i]``."""
+    N = sig.shape[0]
+    for i in prange(N):
+        for j in range(bands):
+            key = band_key_start(j)
+            base = j * rows
+            for r in range(rows):
+                key = band_key_step(key, sig[i, base + r])
+            out[i, j] = key
+
+
+@njit(cache=True)
+def _bucket_anchor_edges(keys, active, ea, eb):
+    """Edges (anchor, member) of one band: the anchor of a bucket is its first
+    active member in input order. Returns the number of edges written."""
+    N = keys.shape[0]
+    size = 1
+    while size < 2 * N + 2:
+        size <<= 1
+    mask = U64(size - 1)
+    tab_key = np.empty(size, np.uint64)
+    tab_doc = np.full(size, -1, np.int64)
+    m = 0
+    for i in range(N):
+        if not active[i]:
+            continue
+        k = keys[i]
+        slot = np.int64((k ^ (k >> U64(29))) & mask)
+        while True:
+            d = tab_doc[slot]
+            if d < 0:
+                tab_doc[slot] = i
+                tab_key[slot] = k
+                break
+            if tab_key[slot] == k:
+                ea[m] = d
+                eb[m] = i
+                m += 1
+                break
+            slot = (slot + 1) & np.int64(size - 1)
+    return m
+
+
+@njit(parallel=True, cache=True)
+def bucket_edges(keys, active):
+    """Anchor edges of every band of ``keys`` (N x B), packed as ``a << 32 | b``.
+
+    Returns a sorted array of unique packed edges.
+    """
+    N, B = keys.shape
+    counts = np.zeros(B, np.int64)
+    ea = np.empty((B, N), np.int64)
+    eb = np.empty((B, N), np.int64)
+    for j in prange(B):
+        col = np.ascontiguousarray(keys[:, j])
+        counts[j] = _bucket_anchor_edges(col, active, ea[j], eb[j])
+    total = 0
+    for j in range(B):
+        total += counts[j]
+    packed = np.empty(total, np.uint64)
+    p = 0
+    for j in range(B):
+        for e in range(counts[j]):
+            packed[p] = (U64(ea[j, e]) << U64(32)) | U64(eb[j, e])
+            p += 1
+    return np.unique(packed)
+
+
+@njit(parallel=True, cache=True)
+def shingle_sets(offsets, data, docs, word_mode, n):
+    """Sorted, de-duplicated base hashes of the documents ``docs``, as CSR.
+
+    Returns ``(set_offsets, values)``; the set of ``docs[t]`` is
+    ``values[set_offsets[t]:set_offsets[t + 1]]``.
+    """
+    D = docs.shape[0]
+    raw_off = np.zeros(D + 1, np.int64)
+    for t in range(D):
+        i = docs[t]
+        raw_off[t + 1] = raw_off[t] + (offsets[i + 1] - offsets[i]) + 1
+    raw = np.empty(raw_off[D], np.uint64)
+    uniq = np.zeros(D, np.int64)
+    for t in prange(D):
+        i = docs[t]
+        cap = offsets[i + 1] - offsets[i] + 1
+        pos_a = np.empty(cap, np.int64)
+        pos_b = np.empty(cap, np.int64)
+        scratch = np.empty(cap, np.uint8)
+        seg = raw[raw_off[t]:raw_off[t + 1]]
+        cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                 pos_a, pos_b, scratch, seg)
+        if cnt > 0:
+            seg[:cnt] = np.sort(seg[:cnt])
+            u = 1
+            for s in range(1, cnt):
+                if seg[s] != seg[u - 1]:
+                    seg[u] = seg[s]
+                    u += 1
+            uniq[t] = u
+    set_off = np.zeros(D + 1, np.int64)
+    for t in range(D):
+        set_off[t + 1] = set_off[t] + uniq[t]
+    values = np.empty(set_off[D], np.uint64)
+    for t in prange(D):
+        values[set_off[t]:set_off[t + 1]] = raw[raw_off[t]:raw_off[t] + uniq[t]]
+    return set_off, values
+
+
+@njit(cache=True, inline="always")
+def _intersect_sorted(values, a0, a1, b0, b1):
+    c = 0
+    while a0 < a1 and b0 < b1:
+        x = values[a0]
+        y = values[b0]
+        if x == y:
+            c += 1
+            a0 += 1
+            b0 += 1
+        elif x < y:
+            a0 += 1
+        else:
+            b0 += 1
+    return c
+
+
+@njit(parallel=True, cache=True)
+def jaccard_edges(set_off, values, ia, ib):
+    """Exact Jaccard of the sets ``ia[e]`` and ``ib[e]`` (indices into the CSR)."""
+    E = ia.shape[0]
+    out = np.empty(E, np.float64)
+    for e in prange(E):
+        a0 = set_off[ia[e]]
+        a1 = set_off[ia[e] + 1]
+        b0 = set_off[ib[e]]
+        b1 = set_off[ib[e] + 1]
+        inter = _intersect_sorted(values, a0, a1, b0, b1)
+        union = (a1 - a0) + (b1 - b0) - inter
+        out[e] = inter / union if union > 0 else 0.0
+    return out
+
+
+@njit(parallel=True, cache=True)
+def signature_agreement(sig, ea, eb):
+    """Fraction of equal signature columns for each edge (the MinHash estimate)."""
+    E = ea.shape[0]
+    K = sig.shape[1]
+    out = np.empty(E, np.float64)
+    for e in prange(E):
+        c = 0
+        for k in range(K):
+            if sig[ea[e], k] == sig[eb[e], k]:
+                c += 1
+        out[e] = c / K
+    return out
+
+
+@njit(parallel=True, cache=True)
+def text_hash128(offsets, data):
+    """Two independent XXH64 digests (seeds 0 and 1) of every document: a
+    128-bit fingerprint for exact de-duplication."""
+    N = offsets.shape[0] - 1
+    out = np.empty((N, 2), np.uint64)
+    for i in prange(N):
+        out[i, 0] = xxh64(data, offsets[i], offsets[i + 1], U64(0))
+        out[i, 1] = xxh64(data, offsets[i], offsets[i + 1], U64(1))
+    return out
+
+
+@njit(parallel=True, cache=True)
+def codepoint_lengths(offsets, data):
+    """Number of code points of every document."""
+    N = offsets.shape[0] - 1
+    out = np.empty(N, np.int64)
+    for i in prange(N):
+        c = 0
+        for p in range(offsets[i], offsets[i + 1]):
+            if (data[p] & 0xC0) != 0x80:
+                c += 1
+        out[i] = c
+    return out
+
+
+@njit(parallel=True, cache=True)
+def has_shingles(offsets, data, word_mode):
+    """Whether each document has at least one shingle (a code point; in word
+    mode, a non-space code point)."""
+    N = offsets.shape[0] - 1
+    out = np.zeros(N, np.bool_)
+    for i in prange(N):
+        start = offsets[i]
+        end = offsets[i + 1]
+        if not word_mode:
+            out[i] = end > start
+            continue
+        p = start
+        while p < end:
+            c, p = utf8_decode(data, p, end)
+            if not is_space(c):
+                out[i] = True
+                break
+    return out
