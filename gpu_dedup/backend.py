@@ -95,7 +95,7 @@ def gpu_available() -> tuple[bool, str]:
     return backend_gpu.probe()
 
 
-def get_backend(device: str = "cpu"):
+def get_backend(device: str = "cpu", gpu_memory=None):
     """The backend for ``device`` (``cpu``, ``gpu`` or ``auto``) and a one-line
     description of the choice. ``gpu`` raises :class:`DeviceError` when no GPU
     is usable."""
@@ -106,7 +106,7 @@ def get_backend(device: str = "cpu"):
     ok, why = gpu_available()
     if ok:
         from . import backend_gpu
-        be = backend_gpu.GpuBackend()
+        be = backend_gpu.GpuBackend(gpu_memory=gpu_memory)
         return be, f"device: gpu ({why})"
     if device == "gpu":
         raise DeviceError(f"--device gpu: no usable GPU: {why}; use --device cpu or auto")

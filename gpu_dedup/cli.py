@@ -97,17 +97,21 @@ def _make_config(kw) -> Config:
 @_config_options
 @click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
               show_default=True, help="Where to run: cpu, gpu, or auto (a GPU if usable).")
+@click.option("--gpu-memory", default=None,
+              help="Device memory the GPU backend may use, e.g. 8GiB (default: a safe "
+                   "share of the free memory).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report summary as JSON.")
-def run(inputs, output, text_field, id_field, device, overwrite, quiet, as_json, **kw):
+def run(inputs, output, text_field, id_field, device, gpu_memory, overwrite, quiet, as_json,
+        **kw):
     """Deduplicate INPUTS (JSONL, JSONL.gz/.zst, Parquet files or directories)
     into OUTPUT: clusters.parquet, pairs.parquet, report.json and data/."""
     from .pipeline import run as run_pipeline, summary_line
     cfg = _make_config(kw)
     report = run_pipeline(inputs, output, cfg, device=device, text_field=text_field,
                           id_field=None if id_field.lower() == "none" else id_field,
-                          overwrite=overwrite)
+                          overwrite=overwrite, gpu_memory=gpu_memory)
     if device == "auto" and not quiet:
         click.echo(report["device"] if report["device"].startswith("auto") else
                    f"device: {report['device']}", err=True)
@@ -156,6 +160,15 @@ def demo(output, docs, seed, device):
                f"recall {s['recall']:.3f}, precision {s['precision']:.3f}")
     click.echo(f"output and report: {out}")
     del pa
+
+
+@main.command(context_settings=CONTEXT)
+def doctor():
+    """Report what the GPU backend finds, then run the GPU and CPU kernels on a
+    small generated corpus and compare every output bit for bit. Exits 0 only
+    when they are identical."""
+    from .doctor import main as doctor_main
+    sys.exit(doctor_main(click.echo))
 
 
 if __name__ == "__main__":  # pragma: no cover

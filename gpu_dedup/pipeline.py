@@ -85,7 +85,7 @@ def _swap_in(tmp: str, output: str) -> None:
 
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
         text_field: str = "text", id_field: str | None = "id", overwrite: bool = False,
-        on_stage=None) -> dict:
+        gpu_memory=None, on_stage=None) -> dict:
     """Deduplicate ``inputs`` into ``output``; returns the report (also written
     as ``report.json``)."""
     t_start = time.perf_counter()
@@ -93,7 +93,7 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     paths = expand_inputs(inputs)
     output = os.path.abspath(output)
     check_output(output, paths, inputs, overwrite)
-    backend, device_line = get_backend(device)
+    backend, device_line = get_backend(device, gpu_memory=gpu_memory)
     log.info(device_line)
     timer = StageTimer(on_stage)
     with timer("read"):
