@@ -154,8 +154,11 @@ def deduplicate(texts, config: Config | None = None, backend=None,
         "verified_edges": int(er.accepted.size),
         "rounds": er.rounds,
         "unresolved_edges": er.unresolved,
-        "shingles": int(counts.sum()) if counts.size else 0,
+        "shingles": int(be.to_host(counts).sum()) if counts.size else 0,
     }
+    peak = getattr(be, "peak_device_bytes", None)
+    if callable(peak):
+        stats["device_peak_bytes"] = peak()
     return DedupResult(cluster, kept, ea, eb, sim, is_exact, stats, dict(timer.seconds),
                        cfg, be.name)
 
