@@ -1,0 +1,136 @@
+"""The hash definitions: kernels against independent implementations."""
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import xxhash
+
+from gpu_dedup import reference as ref
+from gpu_dedup.kernels import cpu, hashing
+from gpu_dedup.stages.normalize import text_buffers
+from gpu_dedup.stages.signatures import hash_params
+
+TEXTS = [
+    "hello world this is a test",
+    "",
+    "ab",
+    "héllo wörld\u3000日本語 text with 😀 emoji",
+    "  a  b\tc \n d\x1ce\x85f\u2028g ",
+    "x" * 40,
+    "one two three four five six seven",
+    "   ",
+    "a",
+    "tab\tseparated\twords and  double  spaces",
+]
+
+
+def _buffers(texts):
+    return text_buffers(pa.array(texts, pa.large_string()))
+
+
+@pytest.mark.parametrize("data", [b"", b"a", b"abcd", b"abcdefgh", b"x" * 31, b"y" * 32,
+                                  b"z" * 33, bytes(range(256)), "ünï €".encode()])
+@pytest.mark.parametrize("seed", [0, 1, 2 ** 63 + 5])
+def test_xxh64_matches_xxhash_package(data, seed):
+    buf = np.frombuffer(data, dtype=np.uint8) if data else np.zeros(0, np.uint8)
+    expected = xxhash.xxh64_intdigest(data, seed=seed)
+    assert int(hashing.xxh64(buf, 0, len(data), np.uint64(seed))) == expected
+    assert ref.xxh64(data, seed) == expected
+
+
+def test_xxh64_random_lengths_and_offsets():
+    rng = random.Random(3)
+    blob = bytes(rng.randrange(256) for _ in range(500))
+    buf = np.frombuffer(blob, dtype=np.uint8)
+    for _ in range(300):
+        s = rng.randrange(0, 400)
+        e = s + rng.randrange(0, 100)
+        assert int(hashing.xxh64(buf, s, e, np.uint64(0))) == xxhash.xxh64_intdigest(blob[s:e])
+
+
+def test_is_space_is_pythons_isspace():
+    cps = np.array([c for c in range(0x110000)], dtype=np.int64)
+    got = [bool(hashing.is_space(int(c))) for c in cps[:0x3100]]
+    assert got == [chr(c).isspace() for c in range(0x3100)]
+    # the rest of the code space has no whitespace in Python either
+    assert not any(chr(c).isspace() for c in range(0x3100, 0x110000))
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+@pytest.mark.parametrize("n", [1, 2, 3, 5])
+def test_shingle_sets_are_pythons(kind, n):
+    """`--normalize none` shingles are exactly {text[i:i+n]} / over text.split()."""
+    off, data = _buffers(TEXTS)
+    so, vals = cpu.shingle_sets(off, data, np.arange(len(TEXTS), dtype=np.int64), kind == "word", n)
+    for i, t in enumerate(TEXTS):
+        if kind == "char":
+            expected = {t[j:j + n] for j in range(len(t) - n + 1)} if len(t) >= n else ({t} if t else set())
+        else:
+            toks = t.split()
+            expected = ({" ".join(toks[j:j + n]) for j in range(len(toks) - n + 1)}
+                        if len(toks) >= n else ({" ".join(toks)} if toks else set()))
+        assert expected == ref.shingles(t, kind, n)
+        want = sorted(xxhash.xxh64_intdigest(s.encode()) for s in expected)
+        assert vals[so[i]:so[i + 1]].tolist() == want, (i, t)
+
+
+@pytest.mark.parametrize("kind", ["char", "word"])
+@pytest.mark.parametrize("bits", [32, 64])
+def test_signatures_match_reference_bit_for_bit(kind, bits):
+    off, data = _buffers(TEXTS)
+    a, b = hash_params(24, 11)
+    ra, rb = ref.permutations(24, 11)
+    assert (a == ra).all() and (b == rb).all()
+    docs = np.arange(len(TEXTS), dtype=np.int64)
+    dtype = np.uint32 if bits == 32 else np.uint64
+    sig = np.empty((len(TEXTS), 24), dtype)
+    cnt = np.empty(len(TEXTS), np.int64)
+    cpu.minhash(off, data, docs, kind == "word", 3, a, b, 32 if bits == 32 else 0, sig, cnt)
+    for i, t in enumerate(TEXTS):
+        hs = ref.base_hashes(t, kind, 3)
+        assert sig[i].tolist() == ref.signature(hs, a, b, bits)
+        assert cnt[i] >= len(hs)
+
+
+def test_signature_of_subset_of_docs_matches_full():
+    off, data = _buffers(TEXTS)
+    a, b = hash_params(16, 5)
+    full = np.empty((len(TEXTS), 16), np.uint32)
+    part = np.empty((3, 16), np.uint32)
+    cnt = np.empty(len(TEXTS), np.int64)
+    cpu.minhash(off, data, np.arange(len(TEXTS), dtype=np.int64), False, 4, a, b, 32, full, cnt)
+    docs = np.array([6, 0, 3], dtype=np.int64)
+    cpu.minhash(off, data, docs, False, 4, a, b, 32, part, cnt[:3])
+    assert (part == full[docs]).all()
+
+
+def test_band_keys_match_reference():
+    rng = np.random.default_rng(0)
+    sig = rng.integers(0, 2 ** 32, size=(7, 12), dtype=np.uint64).astype(np.uint32)
+    out = np.empty((7, 3), np.uint64)
+    cpu.band_keys(sig, 3, 4, out)
+    for i in range(7):
+        for j in range(3):
+            assert int(out[i, j]) == ref.band_key(sig[i, j * 4:(j + 1) * 4].tolist(), j)
+
+
+def test_anchor_edges_match_reference():
+    rng = np.random.default_rng(1)
+    keys = rng.integers(0, 4, size=(200, 5)).astype(np.uint64)   # many collisions
+    active = rng.random(200) > 0.1
+    packed = cpu.bucket_edges(keys, active)
+    got = {(int(p >> np.uint64(32)), int(p & np.uint64(0xFFFFFFFF))) for p in packed}
+    assert got == ref.anchor_edges([keys[:, j].tolist() for j in range(5)], active.tolist())
+    assert list(packed) == sorted(packed)
+    # a bucket of m members gives m - 1 edges per band, never all pairs
+    assert len(got) <= 5 * (active.sum() - 1)
+
+
+def test_text_hash128_is_two_xxh64_digests():
+    off, data = _buffers(TEXTS)
+    h = cpu.text_hash128(off, data)
+    for i, t in enumerate(TEXTS):
+        raw = t.encode()
+        assert int(h[i, 0]) == xxhash.xxh64_intdigest(raw, seed=0)
+        assert int(h[i, 1]) == xxhash.xxh64_intdigest(raw, seed=1)
