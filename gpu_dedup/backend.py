@@ -59,14 +59,24 @@ class CpuBackend:
         return self._k.bucket_edges(keys, active)
 
     # -- verification -----------------------------------------------------
+    def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
+        """Sorted unique base hashes of the documents ``docs`` (sorted indices):
+        ``(docs, set_offsets, values)``, an opaque handle for :meth:`jaccard_sets`."""
+        docs = np.ascontiguousarray(docs, dtype=np.int64)
+        set_off, values = self._k.shingle_sets(offsets, data, docs, word_mode, n)
+        return docs, set_off, values
+
+    def jaccard_sets(self, sets, da, db):
+        """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""
+        docs, set_off, values = sets
+        ia = np.searchsorted(docs, da).astype(np.int64)
+        ib = np.searchsorted(docs, db).astype(np.int64)
+        return self._k.jaccard_edges(set_off, values, ia, ib)
+
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
         """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""
-        docs, inv = np.unique(np.concatenate([da, db]), return_inverse=True)
-        set_off, values = self._k.shingle_sets(offsets, data, docs.astype(np.int64),
-                                               word_mode, n)
-        e = da.size
-        return self._k.jaccard_edges(set_off, values, inv[:e].astype(np.int64),
-                                     inv[e:].astype(np.int64))
+        sets = self.shingle_sets(offsets, data, word_mode, n, np.unique(np.concatenate([da, db])))
+        return self.jaccard_sets(sets, da, db)
 
     def signature_agreement(self, sig, ia, ib):
         return self._k.signature_agreement(sig, ia.astype(np.int64), ib.astype(np.int64))

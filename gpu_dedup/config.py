@@ -67,7 +67,7 @@ class Config:
     verify: bool = True
     exact: bool = True
     keep: str = "first"
-    max_rounds: int = 8
+    max_rounds: int = 4
     fp_weight: float = field(default=0.05, compare=True)
     fn_weight: float = field(default=0.95, compare=True)
 

@@ -104,11 +104,19 @@ def deduplicate(texts, config: Config | None = None, backend=None,
         first_round = be.to_host(be.bucket_edges(keys))
         keys_host = be.to_host(keys)
 
+    sets = None
+    if cfg.verify and cfg.similarity == "jaccard" and first_round.size:
+        # Every later round joins documents that were already in the first
+        # round, so their shingle sets are built once.
+        ia, ib = unpack_edges(first_round)
+        involved = fuzzy_docs[np.unique(np.concatenate([ia, ib]))]
+        with timer("verify"):
+            sets = be.shingle_sets(offsets, data, word, cfg.ngram, involved)
+
     def score(packed):
         ia, ib = unpack_edges(packed)
-        if cfg.similarity == "jaccard" and cfg.verify:
-            return be.to_host(be.jaccard(offsets, data, word, cfg.ngram,
-                                         fuzzy_docs[ia], fuzzy_docs[ib]))
+        if sets is not None:
+            return be.to_host(be.jaccard_sets(sets, fuzzy_docs[ia], fuzzy_docs[ib]))
         return be.to_host(be.signature_agreement(sig, ia, ib))
 
     with timer("verify"):

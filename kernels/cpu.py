@@ -371,3 +371,73 @@ def has_shingles(offsets, data, word_mode):
                 out[i] = True
                 break
     return out
+
+
+@njit(cache=True)
+def line_spans(buf):
+    """``(starts, ends)`` of the non-blank lines of a byte buffer.
+
+    Lines end at ``\\n`` (excluded); a line is blank when it holds only
+    spaces, tabs and carriage returns. Returns the byte spans and the
+    1-based line numbers of the non-blank lines.
+    """
+    n = buf.shape[0]
+    count = 1
+    for p in range(n):
+        if buf[p] == 10:
+            count += 1
+    starts = np.empty(count, np.int64)
+    ends = np.empty(count, np.int64)
+    numbers = np.empty(count, np.int64)
+    m = 0
+    line = 1
+    start = 0
+    blank = True
+    for p in range(n + 1):
+        if p == n or buf[p] == 10:
+            if not blank:
+                starts[m] = start
+                ends[m] = p
+                numbers[m] = line
+                m += 1
+            line += 1
+            start = p + 1
+            blank = True
+        else:
+            c = buf[p]
+            if c != 32 and c != 9 and c != 13:
+                blank = False
+    return starts[:m], ends[:m], numbers[:m]
+
+
+@njit(cache=True, inline="always")
+def _find(parent, x):
+    root = x
+    while parent[root] != root:
+        root = parent[root]
+    while parent[x] != root:
+        nxt = parent[x]
+        parent[x] = root
+        x = nxt
+    return root
+
+
+@njit(cache=True)
+def union_edges(parent, ea, eb):
+    """Union-find: join the endpoints of every edge (the smaller root wins)."""
+    for e in range(ea.shape[0]):
+        ra = _find(parent, ea[e])
+        rb = _find(parent, eb[e])
+        if ra < rb:
+            parent[rb] = ra
+        elif rb < ra:
+            parent[ra] = rb
+
+
+@njit(cache=True)
+def connected(parent, ea, eb):
+    """Whether the endpoints of each edge already share a component."""
+    out = np.empty(ea.shape[0], np.bool_)
+    for e in range(ea.shape[0]):
+        out[e] = _find(parent, ea[e]) == _find(parent, eb[e])
+    return out

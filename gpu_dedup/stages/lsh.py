@@ -8,14 +8,19 @@ Verification could then lose a true pair that shares a bucket with an
 unrelated anchor. So edges are produced in rounds: the members of a bucket
 whose edge to its anchor failed verification are re-anchored on the first of
 them, and the new edges are verified in the next round, up to
-``max_rounds``. Every round's edges are a pure function of the previous
-round's failures, so the result does not depend on how the work is split.
+``max_rounds``. An edge whose two ends are already joined by accepted edges
+of earlier rounds is not scored again (it cannot change the clusters), which
+keeps dense clusters from multiplying the work. Every round's edges are a
+pure function of the previous rounds, so the result does not depend on how
+the work is split.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
+
+from ..kernels.cpu import connected, union_edges
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
@@ -73,14 +78,21 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
     """Score candidate edges round by round (see the module docstring).
 
     ``score_fn(packed) -> float64 scores``. An edge is accepted when its score
-    is at least ``threshold`` (or always, with ``accept_all``).
+    is at least ``threshold`` (or always, with ``accept_all``). ``keys`` is
+    the host copy of the band keys (one row per document).
     """
     memo_keys = np.zeros(0, dtype=np.uint64)
     memo_scores = np.zeros(0, dtype=np.float64)
+    parent = np.arange(keys.shape[0], dtype=np.int64)
     edges = first_round
     rounds = 0
     while edges.size and rounds < max(1, max_rounds):
         rounds += 1
+        if rounds > 1:
+            ea, eb = unpack_edges(edges)
+            edges = edges[~connected(parent, ea, eb)]
+            if not edges.size:
+                break
         pos = np.searchsorted(memo_keys, edges)
         pos_c = np.minimum(pos, max(memo_keys.size - 1, 0))
         known = (pos < memo_keys.size) & (memo_keys[pos_c] == edges) if memo_keys.size else \
@@ -97,7 +109,13 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
             edges = edges[:0]
             break
         scores = memo_scores[np.searchsorted(memo_keys, edges)]
-        edges = reanchor(edges[scores < threshold], keys)
+        good = scores >= threshold
+        ga, gb = unpack_edges(edges[good])
+        union_edges(parent, ga, gb)
+        failed = edges[~good]
+        fa, fb = unpack_edges(failed)
+        failed = failed[~connected(parent, fa, fb)]
+        edges = reanchor(failed, keys)
     ok = np.ones(memo_keys.size, dtype=bool) if accept_all else memo_scores >= threshold
     return EdgeResult(memo_keys[ok], memo_scores[ok], int(memo_keys.size), rounds,
                       int(edges.size))
