@@ -238,6 +238,21 @@ def bucket_edges(keys, active):
     return np.unique(packed)
 
 
+@njit(cache=True)
+def _sort_inplace(x, n):
+    """Sort ``x[:n]`` in place: insertion sort for short runs, else NumPy's."""
+    if n > 48:
+        x[:n].sort()
+        return
+    for i in range(1, n):
+        v = x[i]
+        j = i - 1
+        while j >= 0 and x[j] > v:
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
+
+
 @njit(parallel=True, cache=True)
 def shingle_sets(offsets, data, docs, word_mode, n):
     """Sorted, de-duplicated base hashes of the documents ``docs``, as CSR.
@@ -252,23 +267,31 @@ def shingle_sets(offsets, data, docs, word_mode, n):
         raw_off[t + 1] = raw_off[t] + (offsets[i + 1] - offsets[i]) + 1
     raw = np.empty(raw_off[D], np.uint64)
     uniq = np.zeros(D, np.int64)
-    for t in prange(D):
-        i = docs[t]
-        cap = offsets[i + 1] - offsets[i] + 1
+    nblocks = (D + BLOCK - 1) // BLOCK
+    for blk in prange(nblocks):
+        lo = blk * BLOCK
+        hi = min(D, lo + BLOCK)
+        cap = 1
+        for t in range(lo, hi):
+            d = raw_off[t + 1] - raw_off[t]
+            if d > cap:
+                cap = d
         pos_a = np.empty(cap, np.int64)
         pos_b = np.empty(cap, np.int64)
         scratch = np.empty(cap, np.uint8)
-        seg = raw[raw_off[t]:raw_off[t + 1]]
-        cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
-                                 pos_a, pos_b, scratch, seg)
-        if cnt > 0:
-            seg[:cnt] = np.sort(seg[:cnt])
-            u = 1
-            for s in range(1, cnt):
-                if seg[s] != seg[u - 1]:
-                    seg[u] = seg[s]
-                    u += 1
-            uniq[t] = u
+        for t in range(lo, hi):
+            i = docs[t]
+            seg = raw[raw_off[t]:raw_off[t + 1]]
+            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                     pos_a, pos_b, scratch, seg)
+            if cnt > 0:
+                _sort_inplace(seg, cnt)
+                u = 1
+                for s in range(1, cnt):
+                    if seg[s] != seg[u - 1]:
+                        seg[u] = seg[s]
+                        u += 1
+                uniq[t] = u
     set_off = np.zeros(D + 1, np.int64)
     for t in range(D):
         set_off[t + 1] = set_off[t] + uniq[t]
