@@ -1,21 +1,642 @@
-"""GPU backend. Every GPU package is imported inside functions only."""
+"""GPU backend: CuPy arrays on the device, Numba CUDA kernels, cuDF and cuGraph
+where installed.
+
+Every GPU package is imported inside functions only, so importing this module
+costs nothing on a machine without one.
+
+What runs where (``GpuBackend.describe()`` says it for a given machine):
+
+* text fingerprints, code point counts, shingle presence, signatures, band
+  keys, shingle sets, exact Jaccard and signature agreement: the Numba CUDA
+  kernels of ``kernels/cuda.py``, which call the CPU's hash functions;
+* bucket collisions: cuDF ``groupby`` when cuDF imports, else a stable CuPy
+  sort per band;
+* connected components: cuGraph when it imports, else SciPy on the host. The
+  engine hands over accepted edges on the host, and SciPy's linear-time
+  labelling of a graph that size costs less than copying it to the device
+  and back; cuGraph only pays off where cuDF is already holding the data.
+
+Memory: the corpus streams through the device in batches sized from
+``gpu_memory`` (``--gpu-memory``; default 75% of the free device memory).
+The normalized text is copied to the device once and kept while it fits in
+half of that budget; signatures stay on the device until their band keys are
+taken. The peak of the memory held by CuPy's allocator is reported.
+
+The same class runs under Numba's CUDA simulator with ``xp=numpy``: the
+simulated kernels then work on host arrays, which is how the batching and
+streaming logic is tested on machines without a GPU.
+"""
 from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+
+import numpy as np
+
+from .errors import ConfigError, DeviceError
+
+log = logging.getLogger("gpu_dedup")
+
+#: Share of the free device memory used when ``gpu_memory`` is not given.
+DEFAULT_SHARE = 0.75
+#: Budget used by the simulator when ``gpu_memory`` is not given.
+SIMULATED_BUDGET = 256 << 20
+#: Shares of the budget: the cached text, one streamed text batch, the
+#: scratch of the general shingling path, signatures or band keys kept on the
+#: device, and the text of one verification round.
+TEXT_SHARE = 0.5
+BATCH_SHARE = 0.2
+SCRATCH_SHARE = 0.2
+MATRIX_SHARE = 0.2
+VERIFY_SHARE = 0.2
+#: Device bytes per byte of text when building shingle sets (hashes, their
+#: sort and its temporaries).
+SET_BYTES_PER_BYTE = 64
+
+_UNITS = {"": 1, "b": 1,
+          "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3,
+          "m": 1 << 20, "mib": 1 << 20, "mb": 10 ** 6,
+          "g": 1 << 30, "gib": 1 << 30, "gb": 10 ** 9,
+          "t": 1 << 40, "tib": 1 << 40, "tb": 10 ** 12}
+
+
+def parse_memory(spec) -> int | None:
+    """Bytes from ``--gpu-memory``: an integer, or a number with a unit
+    (``8GiB``, ``512MiB``, ``8GB``, ``1.5G``; K/M/G/T alone are binary).
+
+    Returns None for None or an empty string.
+
+    Example:
+        >>> parse_memory("512MiB"), parse_memory("8GB"), parse_memory(4096)
+        (536870912, 8000000000, 4096)
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        value = int(spec)
+    else:
+        text = str(spec).strip()
+        if not text:
+            return None
+        m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)", text)
+        unit = m.group(2).lower() if m else None
+        if m is None or unit not in _UNITS:
+            raise ConfigError(f"--gpu-memory: cannot read {spec!r}; give bytes or a size such as "
+                              f"8GiB, 512MiB or 8GB")
+        value = int(float(m.group(1)) * _UNITS[unit])
+    if value <= 0:
+        raise ConfigError(f"--gpu-memory must be positive, got {spec!r}")
+    return value
+
+
+# -- probing -------------------------------------------------------------------
+
+_PROBE: tuple[bool, str] | None = None
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def simulator_enabled() -> bool:
+    """Whether ``NUMBA_ENABLE_CUDASIM`` asks for Numba's CUDA simulator."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0").strip() not in ("", "0")
 
 
 def probe() -> tuple[bool, str]:
-    """``(usable, description)`` of the GPU, without raising."""
+    """``(usable, description)`` of the GPU, without raising; cached.
+
+    Usable means: CuPy imports and sees a device through a working driver,
+    Numba's CUDA target is available, and a small kernel that calls the
+    shared hash function gives the expected value. The description names the
+    device, or says what is missing.
+    """
+    global _PROBE
+    if _PROBE is None:
+        _PROBE = _probe()
+    return _PROBE
+
+
+def _probe() -> tuple[bool, str]:
+    if simulator_enabled():
+        return False, ("NUMBA_ENABLE_CUDASIM is set: Numba's CUDA simulator cannot run the GPU "
+                       "backend")
     try:
-        import cupy  # noqa: F401
+        import cupy
     except Exception as exc:  # ImportError, or a broken CUDA install
-        return False, f"CuPy is not installed or does not import ({type(exc).__name__})"
+        return False, (f"CuPy is not installed or does not import ({_one_line(exc)}); install "
+                       f"gpu-dedup[gpu-cu12] or gpu-dedup[gpu-cu13]")
     try:
-        n = cupy.cuda.runtime.getDeviceCount()
+        count = cupy.cuda.runtime.getDeviceCount()
     except Exception as exc:
-        return False, f"no CUDA driver or device ({exc})"
-    if n < 1:
+        return False, f"no usable CUDA driver or device ({_one_line(exc)})"
+    if count < 1:
         return False, "no CUDA device"
-    return False, "the GPU backend is not available in this version"
+    try:
+        from numba import cuda
+        if not cuda.is_available():
+            return False, "Numba's CUDA target cannot use the driver; install numba-cuda"
+    except Exception as exc:
+        return False, f"numba-cuda does not import ({_one_line(exc)}); install numba-cuda"
+    try:
+        _smoke_test()
+    except Exception as exc:
+        return False, f"a test kernel failed ({_one_line(exc)})"
+    return True, device_summary()
 
 
-class GpuBackend:  # pragma: no cover - replaced by the full backend
+def _smoke_test() -> None:
+    """Run the text fingerprint kernel on one string and check it."""
+    import cupy
+
+    from . import kernels as _kernels  # noqa: F401
+    from . import reference
+    from .kernels import cuda as kc
+    text = "gpu-dedup checks its kernels".encode()
+    off = cupy.asarray(np.array([0, len(text)], dtype=np.int64))
+    data = cupy.asarray(np.frombuffer(text, dtype=np.uint8))
+    got = kc.text_hash128(cupy, off, data).get()
+    want = [reference.xxh64(text, 0), reference.xxh64(text, 1)]
+    if got[0].tolist() != want:
+        raise RuntimeError("the CUDA XXH64 differs from the reference")
+
+
+def device_summary() -> str:
+    """``"NVIDIA H200, 139.8 GiB, CUDA runtime 13.0, driver 13.0"`` for device 0."""
+    import cupy
+    rt = cupy.cuda.runtime
+    dev = cupy.cuda.Device()
+    props = rt.getDeviceProperties(dev.id)
+    name = props["name"]
+    name = name.decode() if isinstance(name, bytes) else str(name)
+    total = props["totalGlobalMem"] / 2 ** 30
+
+    def ver(v):
+        return f"{v // 1000}.{(v % 1000) // 10}"
+    return (f"{name}, {total:.1f} GiB, CUDA runtime {ver(rt.runtimeGetVersion())}, "
+            f"driver {ver(rt.driverGetVersion())}")
+
+
+def rapids_available(module: str) -> bool:
+    """Whether ``cudf`` or ``cugraph`` imports (not cached: the import is)."""
+    try:
+        __import__(module)
+    except Exception:
+        return False
+    return True
+
+
+# -- bucket collisions, as array code over NumPy or CuPy ----------------------------
+
+def bucket_edges_sorted(xp, keys, active):
+    """Anchor edges of every band of ``keys`` (N x B), packed ``a << 32 | b``,
+    sorted and unique, from a stable sort per band. Equal to
+    ``kernels.cpu.bucket_edges``: the anchor of a bucket is its first active
+    member in input order."""
+    idx = xp.flatnonzero(xp.asarray(active)).astype(xp.int64)
+    out = []
+    if idx.shape[0] > 1:
+        for j in range(keys.shape[1]):
+            col = xp.asarray(keys[:, j])[idx]
+            order = xp.argsort(col, kind="stable")
+            k = col[order]
+            m = idx[order]
+            start = xp.ones(m.shape[0], dtype=xp.bool_)
+            start[1:] = k[1:] != k[:-1]
+            anchor = m[start][xp.cumsum(start) - 1]
+            sel = ~start
+            out.append((anchor[sel].astype(xp.uint64) << xp.uint64(32))
+                       | m[sel].astype(xp.uint64))
+    if not out:
+        return xp.zeros(0, dtype=xp.uint64)
+    return xp.unique(xp.concatenate(out))
+
+
+def bucket_edges_frame(frames, xp, keys, active):
+    """As :func:`bucket_edges_sorted`, with a DataFrame ``groupby`` per band:
+    ``frames`` is cuDF on a GPU (pandas runs the same code on the host)."""
+    idx = xp.flatnonzero(xp.asarray(active)).astype(xp.int64)
+    out = []
+    if idx.shape[0] > 1:
+        for j in range(keys.shape[1]):
+            col = xp.asarray(keys[:, j])[idx]
+            df = frames.DataFrame({"key": col, "doc": idx})
+            anchor = df.groupby("key", sort=False)["doc"].transform("min")
+            a = xp.asarray(anchor.values, dtype=xp.int64)
+            sel = a != idx
+            out.append((a[sel].astype(xp.uint64) << xp.uint64(32))
+                       | idx[sel].astype(xp.uint64))
+    if not out:
+        return xp.zeros(0, dtype=xp.uint64)
+    return xp.unique(xp.concatenate(out))
+
+
+# -- the backend -------------------------------------------------------------------
+
+class GpuBackend:
+    """CuPy arrays on the device and the Numba CUDA kernels of ``kernels/cuda.py``.
+
+    Args:
+        gpu_memory: device memory the backend may plan for (bytes or a string
+            such as ``"8GiB"``); default 75% of the free memory.
+        xp: leave None on a GPU. ``numpy`` runs the same code under Numba's
+            CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), for tests.
+
+    Example:
+        >>> be = GpuBackend(gpu_memory="8GiB")          # doctest: +SKIP
+        >>> deduplicate(texts, cfg, backend=be).backend  # doctest: +SKIP
+        'gpu'
+    """
+
     name = "gpu"
+
+    def __init__(self, gpu_memory=None, *, xp=None):
+        limit = parse_memory(gpu_memory)
+        if xp is None:
+            import cupy
+            self.xp = cupy
+            self._simulated = False
+            free, total = cupy.cuda.runtime.memGetInfo()
+            if limit is not None and limit > total:
+                raise DeviceError(f"--gpu-memory {gpu_memory} exceeds the device's "
+                                  f"{total / 2 ** 30:.1f} GiB")
+            self.budget = limit if limit is not None else int(free * DEFAULT_SHARE)
+            self._pool = cupy.get_default_memory_pool()
+            self._summary = device_summary()
+        else:
+            self.xp = xp
+            self._simulated = True
+            self.name = "cuda-sim"
+            self.budget = limit if limit is not None else SIMULATED_BUDGET
+            self._pool = None
+            self._summary = "Numba CUDA simulator (host arrays)"
+        from .kernels import cuda as kc
+        if kc.SIMULATOR != self._simulated:
+            raise DeviceError("the GPU backend needs a GPU, or NUMBA_ENABLE_CUDASIM=1 with "
+                              "xp=numpy; got one without the other")
+        self._k = kc
+        self._text = None
+        self._peak = 0
+        self._base = self._pool.used_bytes() if self._pool is not None else 0
+        mod = "NumPy (simulated device)" if self._simulated else "CuPy"
+        self._grouping = ("cuDF groupby" if not self._simulated and rapids_available("cudf")
+                          else f"{mod} stable sort per band")
+        self._components = ("cuGraph weakly connected components"
+                            if not self._simulated and rapids_available("cugraph")
+                            else "scipy.sparse.csgraph on the host")
+
+    # -- bookkeeping ---------------------------------------------------------
+    def describe(self) -> dict:
+        mod = "NumPy (simulated device)" if self._simulated else "CuPy"
+        return {
+            "device": "gpu" if not self._simulated else "cuda-sim",
+            "gpu": self._summary,
+            "memory_budget_bytes": int(self.budget),
+            "signatures": (f"Numba CUDA: block of {self._k.THREADS} threads per document, "
+                           f"{self._k.CHUNK}-shingle chunks in shared memory (character "
+                           f"shingles of well-formed UTF-8); thread per document otherwise"),
+            "band_keys": "Numba CUDA, thread per (document, band)",
+            "grouping": self._grouping,
+            "verification": f"Numba CUDA shingle sets, sorted per document with {mod}; "
+                            "Numba CUDA thread per edge",
+            "components": self._components,
+        }
+
+    def peak_device_bytes(self) -> int:
+        """Most device memory held by CuPy's allocator during this backend's
+        calls, beyond what was held when it was created (0 when simulated)."""
+        return int(self._peak)
+
+    @contextlib.contextmanager
+    def _tracked(self):
+        if self._pool is None:
+            yield
+            return
+        import cupy
+        pool = self._pool
+
+        def malloc(size):
+            mem = pool.malloc(size)
+            used = pool.used_bytes() - self._base
+            if used > self._peak:
+                self._peak = used
+            return mem
+        with cupy.cuda.using_allocator(malloc):
+            yield
+
+    def to_host(self, x):
+        if isinstance(x, np.ndarray):
+            return x
+        get = getattr(x, "get", None)
+        return get() if callable(get) else np.asarray(x)
+
+    def _dev(self, x):
+        return self.xp.ascontiguousarray(self.xp.asarray(x))
+
+    def _resident(self, x) -> bool:
+        """Whether a matrix lives on the device (in the simulator, whether it
+        would: it fits in its share of the budget)."""
+        if self._simulated:
+            return x.nbytes <= MATRIX_SHARE * self.budget
+        return not isinstance(x, np.ndarray)
+
+    # -- text on the device --------------------------------------------------
+    def _cached_text(self, offsets, data):
+        """Device copy of the text for these host buffers (kept for the next
+        call with the same buffers), or None when it exceeds its share."""
+        c = self._text
+        if c is not None and c[0] is offsets and c[1] is data:
+            return c[2], c[3]
+        lo, hi = int(offsets[0]), int(offsets[-1])
+        if (hi - lo) + 8 * offsets.shape[0] > TEXT_SHARE * self.budget:
+            return None
+        self._text = None
+        d_off, d_data = self._upload(offsets, data, lo, hi)
+        self._text = (offsets, data, d_off, d_data)
+        return d_off, d_data
+
+    def _upload(self, offsets, data, lo, hi):
+        """Device copies of ``offsets`` (rebased to 0) and ``data[lo:hi]``."""
+        xp = self.xp
+        d_off = xp.asarray(np.ascontiguousarray(offsets, dtype=np.int64) - lo)
+        d_data = xp.asarray(data[lo:hi]) if hi > lo else xp.zeros(1, dtype=xp.uint8)
+        return d_off, d_data
+
+    def _batches(self, offsets, data, docs):
+        """``(t0, t1, d_offsets, d_data, d_docs)`` covering ``docs[t0:t1]``:
+        all at once from the cached text, else in batches of at most a
+        ``BATCH_SHARE`` of the budget (at least one document each)."""
+        xp = self.xp
+        D = docs.shape[0]
+        cached = self._cached_text(offsets, data)
+        if cached is not None:
+            yield 0, D, cached[0], cached[1], self._dev(docs)
+            return
+        limit = max(int(BATCH_SHARE * self.budget), 1)
+        starts = offsets[docs]
+        ends = offsets[docs + 1]
+        monotone = D < 2 or bool(np.all(docs[1:] > docs[:-1]))
+        cum = None if monotone else np.cumsum(ends - starts)
+        t0 = 0
+        while t0 < D:
+            if monotone:
+                # the byte span from the first document's start to the last one's end
+                t1 = max(int(np.searchsorted(ends, starts[t0] + limit, side="right")), t0 + 1)
+                first, last = int(docs[t0]), int(docs[t1 - 1])
+                lo, hi = int(offsets[first]), int(offsets[last + 1])
+                d_off, d_data = self._upload(offsets[first:last + 2], data, lo, hi)
+                yield t0, t1, d_off, d_data, self._dev(docs[t0:t1] - first)
+            else:
+                base = cum[t0 - 1] if t0 else 0
+                t1 = max(int(np.searchsorted(cum, base + limit, side="right")), t0 + 1)
+                sub_off, sub_data = _gather_text(offsets, data, docs[t0:t1])
+                d_off, d_data = self._upload(sub_off, sub_data, 0, int(sub_off[-1]))
+                yield t0, t1, d_off, d_data, xp.arange(t1 - t0, dtype=xp.int64)
+            t0 = t1
+
+    def _per_document(self, offsets, data, launch, shape_tail=(), dtype=None):
+        """Run a per-document launcher over all documents, batch by batch."""
+        n = offsets.shape[0] - 1
+        docs = np.arange(n, dtype=np.int64)
+        parts = []
+        for _t0, _t1, d_off, d_data, _d_docs in self._batches(offsets, data, docs):
+            # the batches of consecutive documents carry exactly their offsets
+            parts.append(launch(self.xp, d_off, d_data))
+        if not parts:
+            return launch(self.xp, self.xp.zeros(1, dtype=self.xp.int64),
+                          self.xp.zeros(1, dtype=self.xp.uint8))
+        return parts[0] if len(parts) == 1 else self.xp.concatenate(parts)
+
+    # -- text ------------------------------------------------------------------
+    def has_shingles(self, offsets, data, word_mode: bool):
+        with self._tracked():
+            return self._per_document(offsets, data,
+                                      lambda xp, o, d: self._k.has_shingles(xp, o, d, word_mode))
+
+    def text_hash128(self, offsets, data):
+        with self._tracked():
+            return self._per_document(offsets, data, self._k.text_hash128)
+
+    def codepoint_lengths(self, offsets, data):
+        with self._tracked():
+            return self._per_document(offsets, data, self._k.codepoint_lengths)
+
+    # -- signatures -----------------------------------------------------------
+    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int):
+        """``(sig, counts)`` of ``docs``: on the device when the matrix fits in
+        its share of the budget, else on the host (filled batch by batch)."""
+        xp = self.xp
+        with self._tracked():
+            docs = np.ascontiguousarray(self.to_host(docs), dtype=np.int64)
+            D, K = docs.shape[0], int(a.shape[0])
+            itemsize = 4 if bits == 32 else 8
+            da = self._dev(np.asarray(a, dtype=np.uint64))
+            db = self._dev(np.asarray(b, dtype=np.uint64))
+            scratch = max(int(SCRATCH_SHARE * self.budget), 1)
+            on_device = D * K * itemsize <= MATRIX_SHARE * self.budget
+            sig = counts = None
+            for t0, t1, d_off, d_data, d_docs in self._batches(offsets, data, docs):
+                s, c = self._k.minhash(xp, d_off, d_data, d_docs, word_mode, n, da, db, bits,
+                                       scratch)
+                if t0 == 0 and t1 == D:
+                    sig, counts = (s, c) if on_device else (self.to_host(s), self.to_host(c))
+                    break
+                if sig is None:
+                    mod = xp if on_device else np
+                    sig = mod.empty((D, K), dtype=np.uint32 if bits == 32 else np.uint64)
+                    counts = mod.empty(D, dtype=np.int64)
+                sig[t0:t1] = s if on_device else self.to_host(s)
+                counts[t0:t1] = c if on_device else self.to_host(c)
+            if sig is None:
+                sig, counts = self._k.minhash(xp, xp.zeros(1, dtype=xp.int64),
+                                              xp.zeros(1, dtype=xp.uint8),
+                                              xp.zeros(0, dtype=xp.int64), word_mode, n, da,
+                                              db, bits, scratch)
+            return sig, counts
+
+    def _row_batches(self, matrix, row_bytes):
+        """Row ranges of ``matrix`` and their device copies, one range when it
+        is already on the device."""
+        N = matrix.shape[0]
+        if self._resident(matrix):
+            yield 0, N, matrix
+            return
+        step = max(int(BATCH_SHARE * self.budget) // max(row_bytes, 1), 1)
+        for r0 in range(0, N, step):
+            yield r0, min(N, r0 + step), self._dev(matrix[r0:r0 + step])
+
+    def band_keys(self, sig, bands: int, rows: int):
+        xp = self.xp
+        with self._tracked():
+            N = sig.shape[0]
+            on_device = N * bands * 8 <= MATRIX_SHARE * self.budget
+            out = None
+            for r0, r1, part in self._row_batches(sig, sig.shape[1] * sig.dtype.itemsize
+                                                  + bands * 8):
+                keys = self._k.band_keys(xp, part, bands, rows)
+                if r0 == 0 and r1 == N:
+                    return keys if on_device else self.to_host(keys)
+                if out is None:
+                    out = (xp if on_device else np).empty((N, bands), dtype=np.uint64)
+                out[r0:r1] = keys if on_device else self.to_host(keys)
+            if out is None:
+                out = xp.empty((0, bands), dtype=xp.uint64)
+            return out
+
+    def bucket_edges(self, keys, active=None):
+        xp = self.xp
+        with self._tracked():
+            if active is None:
+                active = np.ones(keys.shape[0], dtype=np.bool_)
+            if self._grouping.startswith("cuDF"):
+                import cudf
+                return bucket_edges_frame(cudf, xp, keys, active)
+            return bucket_edges_sorted(xp, keys, active)
+
+    # -- verification ---------------------------------------------------------
+    def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
+        """Sorted unique base hashes of the documents ``docs`` (sorted indices):
+        ``(docs, set_offsets, values)``, a handle for :meth:`jaccard_sets`.
+
+        Built in rounds of documents whose text fits the verification share;
+        kept on the device when the values fit in their share, else on the host.
+        """
+        xp = self.xp
+        with self._tracked():
+            docs = np.ascontiguousarray(self.to_host(docs), dtype=np.int64)
+            D = docs.shape[0]
+            lens = offsets[docs + 1] - offsets[docs]
+            resident = 8 * int(lens.sum() + D) <= MATRIX_SHARE * self.budget
+            limit = max(int(VERIFY_SHARE * self.budget) // SET_BYTES_PER_BYTE, 1)
+            scratch = max(int(SCRATCH_SHARE * self.budget), 1)
+            cached = self._cached_text(offsets, data)
+            cum = np.cumsum(lens + 1)
+            parts = []
+            t0 = 0
+            while t0 < D or not parts:
+                base = cum[t0 - 1] if t0 else 0
+                t1 = max(int(np.searchsorted(cum, base + limit, side="right")), t0 + 1) \
+                    if D else 0
+                if cached is not None:
+                    d_off, d_data = cached
+                    d_docs = self._dev(docs[t0:t1])
+                else:
+                    sub_off, sub_data = _gather_text(offsets, data, docs[t0:t1])
+                    d_off, d_data = self._upload(sub_off, sub_data, 0, int(sub_off[-1]))
+                    d_docs = xp.arange(t1 - t0, dtype=xp.int64)
+                set_off, values = self._k.shingle_sets(xp, d_off, d_data, d_docs, word_mode, n,
+                                                       scratch)
+                parts.append((set_off, values) if resident
+                             else (self.to_host(set_off), self.to_host(values)))
+                t0 = t1
+            if len(parts) == 1:
+                set_off, values = parts[0]
+            else:
+                mod = xp if resident else np
+                sizes = mod.concatenate([p[0][1:] - p[0][:-1] for p in parts])
+                set_off = mod.zeros(D + 1, dtype=np.int64)
+                mod.cumsum(sizes, out=set_off[1:])
+                values = mod.concatenate([p[1] for p in parts])
+            return docs, set_off, values
+
+    def jaccard_sets(self, sets, da, db):
+        """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""
+        xp = self.xp
+        docs, set_off, values = sets
+        with self._tracked():
+            ia = np.searchsorted(docs, np.asarray(self.to_host(da))).astype(np.int64)
+            ib = np.searchsorted(docs, np.asarray(self.to_host(db))).astype(np.int64)
+            if isinstance(values, xp.ndarray) and (self._simulated or
+                                                   not isinstance(values, np.ndarray)):
+                if not self._simulated or 8 * values.shape[0] <= MATRIX_SHARE * self.budget:
+                    return self._k.jaccard_edges(xp, set_off, values, self._dev(ia),
+                                                 self._dev(ib))
+            # sets on the host: copy the sets each round of edges needs
+            E = ia.shape[0]
+            out = np.empty(E, dtype=np.float64)
+            sizes = (set_off[ia + 1] - set_off[ia]) + (set_off[ib + 1] - set_off[ib]) + 2
+            ends = np.cumsum(sizes)
+            limit = max(int(VERIFY_SHARE * self.budget) // 16, 1)
+            e0 = 0
+            while e0 < E:
+                base = ends[e0 - 1] if e0 else 0
+                e1 = max(int(np.searchsorted(ends, base + limit, side="right")), e0 + 1)
+                rows, inv = np.unique(np.concatenate([ia[e0:e1], ib[e0:e1]]),
+                                      return_inverse=True)
+                inv = inv.reshape(-1).astype(np.int64)
+                sub_off, sub_values = _gather_text(set_off, values, rows)
+                m = e1 - e0
+                j = self._k.jaccard_edges(xp, self._dev(sub_off), self._dev(sub_values),
+                                          self._dev(inv[:m]), self._dev(inv[m:]))
+                out[e0:e1] = self.to_host(j)
+                e0 = e1
+            return xp.asarray(out)
+
+    def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
+        """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""
+        da = np.asarray(self.to_host(da), dtype=np.int64)
+        db = np.asarray(self.to_host(db), dtype=np.int64)
+        sets = self.shingle_sets(offsets, data, word_mode, n, np.unique(np.concatenate([da, db])))
+        return self.jaccard_sets(sets, da, db)
+
+    def signature_agreement(self, sig, ia, ib):
+        xp = self.xp
+        with self._tracked():
+            ia = np.asarray(self.to_host(ia), dtype=np.int64)
+            ib = np.asarray(self.to_host(ib), dtype=np.int64)
+            if self._resident(sig):
+                return self._k.signature_agreement(xp, sig, self._dev(ia), self._dev(ib))
+            rows, inv = np.unique(np.concatenate([ia, ib]), return_inverse=True)
+            inv = inv.reshape(-1).astype(np.int64)
+            m = ia.shape[0]
+            return self._k.signature_agreement(xp, self._dev(sig[rows]), self._dev(inv[:m]),
+                                               self._dev(inv[m:]))
+
+    # -- clusters ------------------------------------------------------------
+    def components(self, n: int, ea, eb):
+        """Connected-component label of each of ``n`` nodes (labels differ
+        from the CPU's; the engine relabels clusters by their smallest member)."""
+        from .backend import CpuBackend
+        ea = np.asarray(self.to_host(ea), dtype=np.int64)
+        eb = np.asarray(self.to_host(eb), dtype=np.int64)
+        if self._components.startswith("cuGraph") and ea.size:
+            try:
+                with self._tracked():
+                    return _cugraph_components(n, ea, eb)
+            except Exception as exc:  # keep the run going on the exact host path
+                log.warning("cuGraph components failed (%s); using SciPy", _one_line(exc))
+        return CpuBackend.components(self, n, ea, eb)
+
+
+def _gather_text(offsets, data, docs):
+    """CSR gather on the host: offsets (from 0) and the concatenated runs
+    ``data[offsets[d]:offsets[d + 1]]`` of the rows ``docs`` (text bytes, or
+    the values of shingle sets). An empty result holds one zero element."""
+    docs = np.asarray(docs, dtype=np.int64)
+    starts = offsets[docs]
+    lens = offsets[docs + 1] - starts
+    sub_off = np.zeros(docs.shape[0] + 1, dtype=np.int64)
+    np.cumsum(lens, out=sub_off[1:])
+    total = int(sub_off[-1])
+    if total == 0:
+        return sub_off, np.zeros(1, dtype=data.dtype)
+    idx = np.arange(total, dtype=np.int64) + np.repeat(starts - sub_off[:-1], lens)
+    return sub_off, data[idx]
+
+
+def _cugraph_components(n: int, ea, eb):
+    import cudf
+    import cugraph
+    import cupy
+    df = cudf.DataFrame({"src": cupy.asarray(ea), "dst": cupy.asarray(eb)})
+    g = cugraph.Graph(directed=False)
+    g.from_cudf_edgelist(df, source="src", destination="dst")
+    cc = cugraph.weakly_connected_components(g)
+    vertex = cc["vertex"].to_numpy().astype(np.int64)
+    label = cc["labels"].to_numpy().astype(np.int64)
+    labels = np.arange(n, dtype=np.int64)
+    labels[vertex] = n + label
+    return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)

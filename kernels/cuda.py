@@ -1,0 +1,652 @@
+"""CUDA kernels: Numba CUDA over device copies of the Arrow string buffers.
+
+The hashes are not written again here. The kernels call the ``@njit``
+functions of :mod:`kernels.hashing` (and, for the general shingling path,
+:func:`kernels.cpu.doc_shingle_hashes` and :func:`kernels.cpu._intersect_sorted`
+themselves); Numba compiles an ``@njit`` function for the device when a
+``@cuda.jit`` kernel calls it. Signatures, band keys, fingerprints and Jaccard
+values are therefore the CPU kernels' values, bit for bit.
+
+Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set before Numba is
+imported) the kernels run as Python, and so do the shared functions: the
+kernels call plain Python functions built from the very code objects of the
+``@njit`` functions (compiled CPU code cannot take the simulator's arrays).
+
+Signatures (``minhash``) take two paths:
+
+* **Character shingles of well-formed UTF-8** (the common case): one thread
+  block per document. The block hashes a chunk of ``CHUNK`` shingles into
+  shared memory (one shingle per code point start), then each of its ``THREADS``
+  threads folds that chunk into the minima of two permutations, on the top 32
+  bits only for 32-bit signatures (``min(h >> 32) == min(h) >> 32``). Byte
+  positions that start no shingle contribute the document's first shingle
+  again, which leaves every minimum unchanged.
+* **Word shingles, and documents whose bytes are not well-formed UTF-8**:
+  one thread per document runs the CPU's ``doc_shingle_hashes`` into scratch
+  buffers in device memory, then a block per document takes the minima.
+
+The public functions (no leading underscore) launch the kernels. They take
+the array module ``xp`` (CuPy on a GPU, NumPy under the simulator) and arrays
+that live where ``xp`` allocates; what they return lives there too.
+"""
+from __future__ import annotations
+
+import functools
+import types as _types
+
+import numpy as np
+from numba import cuda
+from numba.core.dispatcher import Dispatcher
+
+from . import cpu as _cpu
+from . import hashing as _hashing
+
+#: True when Numba's CUDA simulator stands in for the GPU.
+SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
+
+#: Threads per block of the block-per-document kernels, and shingle slots
+#: hashed into shared memory per round (8 bytes each). The simulator runs
+#: each thread as a Python thread, so it gets small blocks and chunks, which
+#: also puts several permutation groups and chunks into small test inputs.
+THREADS, CHUNK = (8, 16) if SIMULATOR else (64, 512)
+#: Threads per block of the thread-per-item kernels.
+FLAT = 256
+#: Bytes of device scratch per byte of text on the general shingling path
+#: (``pos_a``, ``pos_b``: int64; ``scratch``: uint8; hashes: uint64).
+GENERAL_BYTES_PER_BYTE = 25
+
+_U0 = np.uint64(0)
+_U1 = np.uint64(1)
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+_S32 = np.uint64(32)
+_SEED0 = np.uint64(0)
+_SEED1 = np.uint64(1)
+
+
+# -- the shared functions, as the kernels see them -----------------------------
+
+_PY_FUNCS: dict = {}
+_PY_GLOBALS: dict = {}
+
+
+def _python_globals(module_globals: dict) -> dict:
+    """A copy of a module's globals where every ``@njit`` function is replaced
+    by its plain Python twin (same code object)."""
+    key = id(module_globals)
+    out = _PY_GLOBALS.get(key)
+    if out is None:
+        out = dict(module_globals)
+        _PY_GLOBALS[key] = out
+        for name, value in module_globals.items():
+            if isinstance(value, Dispatcher):
+                out[name] = _python_twin(value)
+    return out
+
+
+def _python_twin(disp):
+    """The plain Python function with the code object of ``disp``."""
+    f = _PY_FUNCS.get(id(disp))
+    if f is None:
+        py = disp.py_func
+        f = _types.FunctionType(py.__code__, _python_globals(py.__globals__), py.__name__,
+                                py.__defaults__, py.__closure__)
+        _PY_FUNCS[id(disp)] = f
+    return f
+
+
+def _shared(disp):
+    """What a kernel calls for the shared ``@njit`` function ``disp``.
+
+    On a GPU it is ``disp`` itself, which Numba compiles for the device. In
+    the simulator it is the Python twin, run with wrap-around integer
+    overflow (NumPy scalars wrap, and would otherwise warn).
+    """
+    if not SIMULATOR:
+        return disp
+    f = _python_twin(disp)
+
+    @functools.wraps(f)
+    def call(*args):
+        with np.errstate(over="ignore"):
+            return f(*args)
+    return call
+
+
+_xxh64 = _shared(_hashing.xxh64)
+_utf8_decode = _shared(_hashing.utf8_decode)
+_is_space = _shared(_hashing.is_space)
+_permute = _shared(_hashing.permute)
+_band_key_start = _shared(_hashing.band_key_start)
+_band_key_step = _shared(_hashing.band_key_step)
+_doc_shingle_hashes = _shared(_cpu.doc_shingle_hashes)
+_intersect_sorted = _shared(_cpu._intersect_sorted)
+
+
+# -- device functions -----------------------------------------------------------
+
+@cuda.jit(device=True)
+def _irregular(data, start, end, tid):
+    """1 if this thread finds, among its bytes of ``data[start:end]``, one
+    that breaks the layout where the code points that ``utf8_decode`` steps
+    through are exactly the bytes that are not continuation bytes."""
+    bad = 0
+    for p in range(start + tid, end, THREADS):
+        if (data[p] & 0xC0) == 0x80:
+            if p == start:
+                bad = 1
+        else:
+            cp, q = _utf8_decode(data, p, end)
+            for r in range(p + 1, q):
+                if (data[r] & 0xC0) != 0x80:
+                    bad = 1
+            if q < end and (data[q] & 0xC0) == 0x80:
+                bad = 1
+    return bad
+
+
+@cuda.jit(device=True)
+def _char_end(data, p, end, n):
+    """End of the ``n`` code points starting at ``p``; -1 if fewer remain."""
+    q = p
+    c = 0
+    while c < n and q < end:
+        cp, q = _utf8_decode(data, q, end)
+        c += 1
+    if c == n:
+        return q
+    return -1
+
+
+@cuda.jit(device=True)
+def _first_hash(data, start, end, n):
+    """Base hash of a document's first shingle (the whole text if shorter than n)."""
+    e = _char_end(data, start, end, n)
+    if e < 0:
+        e = end
+    return _xxh64(data, start, e, _SEED0)
+
+
+@cuda.jit(device=True)
+def _slot_hash(data, p, end, n, first):
+    """``(hash, 1)`` of the shingle starting at byte ``p``, or ``(first, 0)``
+    when no shingle starts there (a continuation byte, or fewer than ``n``
+    code points left)."""
+    if (data[p] & 0xC0) != 0x80:
+        e = _char_end(data, p, end, n)
+        if e >= 0:
+            return _xxh64(data, p, e, _SEED0), 1
+    return first, 0
+
+
+@cuda.jit(device=True)
+def _minima32(sh, length, a, b, out, t):
+    """Fold ``sh[:length]`` into row ``t`` of a 32-bit signature matrix:
+    thread ``tid`` owns permutations ``g + tid`` and ``g + tid + THREADS``."""
+    tid = cuda.threadIdx.x
+    K = a.shape[0]
+    stop = np.uint64(length)
+    for g in range(0, K, 2 * THREADS):
+        k0 = g + tid
+        k1 = k0 + THREADS
+        if k1 < K:
+            a0 = a[k0]
+            b0 = b[k0]
+            a1 = a[k1]
+            b1 = b[k1]
+            m0 = np.uint32(out[t, k0])
+            m1 = np.uint32(out[t, k1])
+            s = _U0
+            while s < stop:
+                x = sh[s]
+                m0 = min(m0, np.uint32(_permute(a0, x, b0) >> _S32))
+                m1 = min(m1, np.uint32(_permute(a1, x, b1) >> _S32))
+                s += _U1
+            out[t, k0] = m0
+            out[t, k1] = m1
+        elif k0 < K:
+            a0 = a[k0]
+            b0 = b[k0]
+            m0 = np.uint32(out[t, k0])
+            s = _U0
+            while s < stop:
+                m0 = min(m0, np.uint32(_permute(a0, sh[s], b0) >> _S32))
+                s += _U1
+            out[t, k0] = m0
+
+
+@cuda.jit(device=True)
+def _minima64(sh, length, a, b, out, t):
+    """As :func:`_minima32`, for 64-bit signatures."""
+    tid = cuda.threadIdx.x
+    K = a.shape[0]
+    stop = np.uint64(length)
+    for g in range(0, K, 2 * THREADS):
+        k0 = g + tid
+        k1 = k0 + THREADS
+        if k1 < K:
+            a0 = a[k0]
+            b0 = b[k0]
+            a1 = a[k1]
+            b1 = b[k1]
+            m0 = np.uint64(out[t, k0])
+            m1 = np.uint64(out[t, k1])
+            s = _U0
+            while s < stop:
+                x = sh[s]
+                m0 = min(m0, _permute(a0, x, b0))
+                m1 = min(m1, _permute(a1, x, b1))
+                s += _U1
+            out[t, k0] = m0
+            out[t, k1] = m1
+        elif k0 < K:
+            a0 = a[k0]
+            b0 = b[k0]
+            m0 = np.uint64(out[t, k0])
+            s = _U0
+            while s < stop:
+                m0 = min(m0, _permute(a0, sh[s], b0))
+                s += _U1
+            out[t, k0] = m0
+
+
+@cuda.jit(device=True)
+def _minima(sh, length, a, b, out, t, shift):
+    if shift == 32:
+        _minima32(sh, length, a, b, out, t)
+    else:
+        _minima64(sh, length, a, b, out, t)
+
+
+# -- kernels --------------------------------------------------------------------
+
+@cuda.jit(cache=True)
+def _minhash_char_kernel(offsets, data, docs, n, a, b, shift, out, counts, irregular):
+    """Block per document: character-shingle signatures of well-formed text.
+    Documents that are not are flagged in ``irregular`` and left alone."""
+    sh = cuda.shared.array(CHUNK, np.uint64)
+    first = cuda.shared.array(1, np.uint64)
+    total = cuda.shared.array(1, np.int64)
+    tid = cuda.threadIdx.x
+    K = a.shape[0]
+    ones = _ONES >> np.uint64(shift)
+    for t in range(cuda.blockIdx.x, docs.shape[0], cuda.gridDim.x):
+        i = docs[t]
+        start = offsets[i]
+        end = offsets[i + 1]
+        if tid == 0:
+            total[0] = 0
+        bad = _irregular(data, start, end, tid)
+        if cuda.syncthreads_or(bad):
+            if tid == 0:
+                irregular[t] = 1
+            continue
+        if tid == 0:
+            first[0] = _first_hash(data, start, end, n)
+        for k in range(tid, K, THREADS):
+            out[t, k] = ones
+        cuda.syncthreads()
+        f = first[0]
+        mine = 0
+        for c0 in range(start, end, CHUNK):
+            length = min(CHUNK, end - c0)
+            for s in range(tid, length, THREADS):
+                h, real = _slot_hash(data, c0 + s, end, n, f)
+                sh[s] = h
+                mine += real
+            cuda.syncthreads()
+            _minima(sh, length, a, b, out, t, shift)
+            cuda.syncthreads()
+        cuda.atomic.add(total, 0, mine)
+        cuda.syncthreads()
+        if tid == 0:
+            c = total[0]
+            if c == 0 and end > start:
+                c = 1
+            counts[t] = c
+
+
+@cuda.jit(cache=True)
+def _general_hashes_kernel(offsets, data, docs, word_mode, n, scr_off, pos_a, pos_b, scratch,
+                           out_off, hashes, counts):
+    """Thread per document: the CPU's ``doc_shingle_hashes`` (any text, either
+    shingle kind) into ``hashes[out_off[w]:]`` with scratch ``[scr_off[w], scr_off[w+1])``."""
+    w = cuda.grid(1)
+    if w < docs.shape[0]:
+        i = docs[w]
+        lo = scr_off[w]
+        hi = scr_off[w + 1]
+        o = out_off[w]
+        counts[w] = _doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                        pos_a[lo:hi], pos_b[lo:hi], scratch[lo:hi],
+                                        hashes[o:o + (hi - lo)])
+
+
+@cuda.jit(cache=True)
+def _minhash_hashes_kernel(hash_off, hashes, counts, rows, a, b, shift, out):
+    """Block per document: row ``rows[w]`` of ``out`` from the base hashes
+    ``hashes[hash_off[w]:hash_off[w] + counts[w]]``."""
+    sh = cuda.shared.array(CHUNK, np.uint64)
+    tid = cuda.threadIdx.x
+    K = a.shape[0]
+    ones = _ONES >> np.uint64(shift)
+    for w in range(cuda.blockIdx.x, rows.shape[0], cuda.gridDim.x):
+        t = rows[w]
+        lo = hash_off[w]
+        cnt = counts[w]
+        for k in range(tid, K, THREADS):
+            out[t, k] = ones
+        for c0 in range(0, cnt, CHUNK):
+            length = min(CHUNK, cnt - c0)
+            for s in range(tid, length, THREADS):
+                sh[s] = hashes[lo + c0 + s]
+            cuda.syncthreads()
+            _minima(sh, length, a, b, out, t, shift)
+            cuda.syncthreads()
+
+
+@cuda.jit(cache=True)
+def _char_slots_kernel(offsets, data, docs, n, slot_off, slots, irregular):
+    """Block per document: the base hash of the shingle at every byte of a
+    well-formed document (the first shingle's where none starts), for
+    shingle sets. Other documents are flagged in ``irregular``."""
+    first = cuda.shared.array(1, np.uint64)
+    tid = cuda.threadIdx.x
+    for t in range(cuda.blockIdx.x, docs.shape[0], cuda.gridDim.x):
+        i = docs[t]
+        start = offsets[i]
+        end = offsets[i + 1]
+        bad = _irregular(data, start, end, tid)
+        if cuda.syncthreads_or(bad):
+            if tid == 0:
+                irregular[t] = 1
+            continue
+        if tid == 0:
+            first[0] = _first_hash(data, start, end, n)
+        cuda.syncthreads()
+        f = first[0]
+        base = slot_off[t] - start
+        for p in range(start + tid, end, THREADS):
+            h, real = _slot_hash(data, p, end, n, f)
+            slots[base + p] = h
+        cuda.syncthreads()
+
+
+@cuda.jit(cache=True)
+def _has_shingles_kernel(offsets, data, word_mode, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        start = offsets[i]
+        end = offsets[i + 1]
+        r = 0
+        if not word_mode:
+            if end > start:
+                r = 1
+        else:
+            p = start
+            while p < end:
+                c, p = _utf8_decode(data, p, end)
+                if not _is_space(c):
+                    r = 1
+                    break
+        out[i] = r
+
+
+@cuda.jit(cache=True)
+def _text_hash128_kernel(offsets, data, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i, 0] = _xxh64(data, offsets[i], offsets[i + 1], _SEED0)
+        out[i, 1] = _xxh64(data, offsets[i], offsets[i + 1], _SEED1)
+
+
+@cuda.jit(cache=True)
+def _codepoint_lengths_kernel(offsets, data, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        c = 0
+        for p in range(offsets[i], offsets[i + 1]):
+            if (data[p] & 0xC0) != 0x80:
+                c += 1
+        out[i] = c
+
+
+@cuda.jit(cache=True)
+def _band_keys_kernel(sig, bands, rows, out):
+    g = cuda.grid(1)
+    if g < sig.shape[0] * bands:
+        i = g // bands
+        j = g - i * bands
+        key = _band_key_start(j)
+        base = j * rows
+        for r in range(rows):
+            key = _band_key_step(key, sig[i, base + r])
+        out[i, j] = key
+
+
+@cuda.jit(cache=True)
+def _agreement_kernel(sig, ea, eb, out):
+    e = cuda.grid(1)
+    if e < ea.shape[0]:
+        K = sig.shape[1]
+        x = ea[e]
+        y = eb[e]
+        c = 0
+        for k in range(K):
+            if sig[x, k] == sig[y, k]:
+                c += 1
+        out[e] = c / K
+
+
+@cuda.jit(cache=True)
+def _jaccard_kernel(set_off, values, ia, ib, out):
+    e = cuda.grid(1)
+    if e < ia.shape[0]:
+        a0 = set_off[ia[e]]
+        a1 = set_off[ia[e] + 1]
+        b0 = set_off[ib[e]]
+        b1 = set_off[ib[e] + 1]
+        inter = _intersect_sorted(values, a0, a1, b0, b1)
+        union = (a1 - a0) + (b1 - b0) - inter
+        out[e] = inter / union if union > 0 else 0.0
+
+
+# -- launchers --------------------------------------------------------------------
+
+def _blocks(items: int, per_block: int) -> int:
+    return (items + per_block - 1) // per_block
+
+
+def _doc_blocks(docs: int) -> int:
+    return min(docs, 1 << 22)
+
+
+def has_shingles(xp, offsets, data, word_mode: bool):
+    """Whether each document has a shingle (``kernels.cpu.has_shingles``)."""
+    n = offsets.shape[0] - 1
+    out = xp.zeros(n, dtype=xp.uint8)
+    if n:
+        _has_shingles_kernel[_blocks(n, FLAT), FLAT](offsets, data, bool(word_mode), out)
+    return out.view(xp.bool_)
+
+
+def text_hash128(xp, offsets, data):
+    """XXH64 of every document with seeds 0 and 1 (``kernels.cpu.text_hash128``)."""
+    n = offsets.shape[0] - 1
+    out = xp.empty((n, 2), dtype=xp.uint64)
+    if n:
+        _text_hash128_kernel[_blocks(n, FLAT), FLAT](offsets, data, out)
+    return out
+
+
+def codepoint_lengths(xp, offsets, data):
+    """Code points of every document (``kernels.cpu.codepoint_lengths``)."""
+    n = offsets.shape[0] - 1
+    out = xp.empty(n, dtype=xp.int64)
+    if n:
+        _codepoint_lengths_kernel[_blocks(n, FLAT), FLAT](offsets, data, out)
+    return out
+
+
+def _split_by_size(xp, sizes, limit: int):
+    """Cut points ``[0, ..., len(sizes)]`` of runs whose ``sizes`` sum to at
+    most ``limit`` (a run holds at least one item)."""
+    m = int(sizes.shape[0])
+    if m == 0:
+        return [0]
+    total = int(sizes.sum())
+    if total <= limit:
+        return [0, m]
+    ends = np.cumsum(xp_to_numpy(sizes))
+    cuts = [0]
+    while cuts[-1] < m:
+        base = ends[cuts[-1] - 1] if cuts[-1] else 0
+        nxt = int(np.searchsorted(ends, base + limit, side="right"))
+        cuts.append(max(nxt, cuts[-1] + 1))
+    return cuts
+
+
+def xp_to_numpy(x):
+    """A NumPy copy (or view) of a CuPy or NumPy array."""
+    get = getattr(x, "get", None)
+    return get() if callable(get) else np.asarray(x)
+
+
+def _general_hashes(xp, offsets, data, docs, word_mode, n, out_off, hashes, scratch_limit):
+    """Run ``doc_shingle_hashes`` for ``docs`` (one thread each), writing the
+    base hashes of ``docs[w]`` at ``hashes[out_off[w]:]``; returns the counts.
+    Scratch memory is bounded by ``scratch_limit`` bytes (in rounds)."""
+    m = int(docs.shape[0])
+    counts = xp.zeros(m, dtype=xp.int64)
+    if m == 0:
+        return counts
+    cap = offsets[docs + 1] - offsets[docs] + 1
+    cuts = _split_by_size(xp, cap * GENERAL_BYTES_PER_BYTE, scratch_limit)
+    for w0, w1 in zip(cuts[:-1], cuts[1:]):
+        c = cap[w0:w1]
+        scr_off = xp.zeros(w1 - w0 + 1, dtype=xp.int64)
+        xp.cumsum(c, out=scr_off[1:])
+        total = int(scr_off[-1])
+        pos_a = xp.empty(total, dtype=xp.int64)
+        pos_b = xp.empty(total, dtype=xp.int64)
+        scratch = xp.empty(total, dtype=xp.uint8)
+        sub = xp.ascontiguousarray(docs[w0:w1])
+        part = xp.zeros(w1 - w0, dtype=xp.int64)
+        _general_hashes_kernel[_blocks(w1 - w0, FLAT), FLAT](
+            offsets, data, sub, bool(word_mode), int(n), scr_off, pos_a, pos_b, scratch,
+            xp.ascontiguousarray(out_off[w0:w1]), hashes, part)
+        counts[w0:w1] = part
+        del pos_a, pos_b, scratch
+    return counts
+
+
+def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
+            scratch_limit: int = 1 << 30):
+    """Signatures and shingle counts of ``docs`` (``kernels.cpu.minhash``).
+
+    Returns ``(sig, counts)``: ``len(docs) x K`` (``uint32`` for 32 bits,
+    ``uint64`` for 64) and ``int64``.
+    """
+    D = int(docs.shape[0])
+    K = int(a.shape[0])
+    shift = 32 if bits == 32 else 0
+    sig = xp.empty((D, K), dtype=xp.uint32 if bits == 32 else xp.uint64)
+    counts = xp.zeros(D, dtype=xp.int64)
+    if D == 0:
+        return sig, counts
+    if word_mode:
+        general = xp.arange(D, dtype=xp.int64)
+    else:
+        irregular = xp.zeros(D, dtype=xp.uint8)
+        _minhash_char_kernel[_doc_blocks(D), THREADS](offsets, data, docs, int(n), a, b, shift,
+                                                      sig, counts, irregular)
+        general = xp.flatnonzero(irregular).astype(xp.int64)
+    if general.shape[0]:
+        gdocs = docs[general]
+        cap = offsets[gdocs + 1] - offsets[gdocs] + 1
+        cuts = _split_by_size(xp, cap * (GENERAL_BYTES_PER_BYTE + 8), scratch_limit)
+        for w0, w1 in zip(cuts[:-1], cuts[1:]):
+            sub = xp.ascontiguousarray(gdocs[w0:w1])
+            off = xp.zeros(w1 - w0 + 1, dtype=xp.int64)
+            xp.cumsum(cap[w0:w1], out=off[1:])
+            hashes = xp.empty(int(off[-1]), dtype=xp.uint64)
+            cnt = _general_hashes(xp, offsets, data, sub, word_mode, n, off[:-1], hashes,
+                                  scratch_limit)
+            rows = xp.ascontiguousarray(general[w0:w1])
+            _minhash_hashes_kernel[_doc_blocks(w1 - w0), THREADS](off, hashes, cnt, rows, a, b,
+                                                                  shift, sig)
+            counts[rows] = cnt
+    return sig, counts
+
+
+def band_keys(xp, sig, bands: int, rows: int):
+    """``N x bands`` band keys of a signature matrix (``kernels.cpu.band_keys``)."""
+    N = int(sig.shape[0])
+    out = xp.empty((N, bands), dtype=xp.uint64)
+    if N and bands:
+        _band_keys_kernel[_blocks(N * bands, FLAT), FLAT](sig, int(bands), int(rows), out)
+    return out
+
+
+def signature_agreement(xp, sig, ia, ib):
+    """Fraction of equal signature columns per edge (``kernels.cpu.signature_agreement``)."""
+    E = int(ia.shape[0])
+    out = xp.empty(E, dtype=xp.float64)
+    if E:
+        _agreement_kernel[_blocks(E, FLAT), FLAT](sig, ia, ib, out)
+    return out
+
+
+def shingle_sets(xp, offsets, data, docs, word_mode: bool, n: int, scratch_limit: int = 1 << 30):
+    """Sorted, de-duplicated base hashes of ``docs`` as CSR ``(set_offsets,
+    values)``, equal to ``kernels.cpu.shingle_sets``."""
+    D = int(docs.shape[0])
+    cap = offsets[docs + 1] - offsets[docs] + 1
+    raw_off = xp.zeros(D + 1, dtype=xp.int64)
+    if D:
+        xp.cumsum(cap, out=raw_off[1:])
+    hashes = xp.empty(max(int(raw_off[-1]), 1), dtype=xp.uint64)
+    counts = cap - 1                      # every byte slot, for well-formed character text
+    if D == 0:
+        return raw_off, hashes[:0]
+    if word_mode:
+        general = xp.arange(D, dtype=xp.int64)
+    else:
+        irregular = xp.zeros(D, dtype=xp.uint8)
+        _char_slots_kernel[_doc_blocks(D), THREADS](offsets, data, docs, int(n), raw_off, hashes,
+                                                    irregular)
+        general = xp.flatnonzero(irregular).astype(xp.int64)
+    if general.shape[0]:
+        counts[general] = _general_hashes(xp, offsets, data, xp.ascontiguousarray(docs[general]),
+                                          word_mode, n, xp.ascontiguousarray(raw_off[general]),
+                                          hashes, scratch_limit)
+    return _sorted_sets(xp, raw_off, hashes, counts)
+
+
+def _sorted_sets(xp, raw_off, hashes, counts):
+    """CSR of sorted unique values from the runs ``hashes[raw_off[d]:raw_off[d] + counts[d]]``."""
+    D = int(counts.shape[0])
+    ends = xp.cumsum(counts)
+    total = int(ends[-1]) if D else 0
+    set_off = xp.zeros(D + 1, dtype=xp.int64)
+    if total == 0:
+        return set_off, xp.zeros(0, dtype=xp.uint64)
+    idx = xp.arange(total, dtype=xp.int64)
+    seg = xp.searchsorted(ends, idx, side="right")
+    vals = hashes[raw_off[seg] + (idx - (ends - counts)[seg])]
+    order = xp.argsort(vals, kind="stable")
+    order = order[xp.argsort(seg[order], kind="stable")]
+    vals = vals[order]
+    seg = seg[order]
+    keep = xp.ones(total, dtype=xp.bool_)
+    keep[1:] = (vals[1:] != vals[:-1]) | (seg[1:] != seg[:-1])
+    xp.cumsum(xp.bincount(seg[keep], minlength=D), out=set_off[1:])
+    return set_off, vals[keep]
+
+
+def jaccard_edges(xp, set_off, values, ia, ib):
+    """Exact Jaccard of sets ``ia[e]`` and ``ib[e]`` of a CSR (``kernels.cpu.jaccard_edges``)."""
+    E = int(ia.shape[0])
+    out = xp.empty(E, dtype=xp.float64)
+    if E:
+        _jaccard_kernel[_blocks(E, FLAT), FLAT](set_off, values, ia, ib, out)
+    return out
