@@ -1,0 +1,249 @@
+"""Where the units of a staged run execute: in process, on Dask threads, or on
+a Dask cluster.
+
+``--scheduler`` takes:
+
+* ``none``: every unit in this process, one after the other (the default);
+* ``threads``: Dask's threaded scheduler, ``--workers`` threads;
+* ``processes``: a local ``distributed.LocalCluster`` of ``--workers`` single-
+  threaded worker processes (with ``--device gpu``, a Dask-CUDA
+  ``LocalCUDACluster`` with one worker per GPU instead);
+* ``tcp://HOST:PORT``: a running Dask scheduler and its workers.
+
+The staged orchestrator (:mod:`gpu_dedup.staged`) builds each stage as a set
+of independent tasks over partitions (chunks of documents, blocks of
+signatures, key partitions of the band table, batches of candidate edges) and
+hands them to :meth:`Executor.map`. Tasks read and write their inputs and
+outputs in the run's work directory, which must therefore be on storage that
+every worker can reach (any local path for ``threads`` and ``processes``; a
+shared file system for a multi-machine cluster). Results never depend on the
+executor: every task is a pure function of the work directory's contents.
+
+Dask and Dask-CUDA are optional: they are imported only when a scheduler other
+than ``none`` is asked for.
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+from .errors import ConfigError, DeviceError
+
+log = logging.getLogger("gpu_dedup")
+
+SCHEDULERS = ("none", "threads", "processes")
+
+
+def parse_scheduler(spec: str | None) -> str:
+    """Validate ``--scheduler``; returns the normalised spec."""
+    spec = (spec or "none").strip()
+    if spec in SCHEDULERS or spec.startswith("tcp://"):
+        if spec.startswith("tcp://") and ":" not in spec[len("tcp://"):]:
+            raise ConfigError(f"--scheduler {spec}: expected tcp://HOST:PORT")
+        return spec
+    raise ConfigError(f"--scheduler must be none, threads, processes or tcp://HOST:PORT, "
+                      f"got {spec!r}")
+
+
+class Executor:
+    """Runs ``fn(item, *args)`` for every item of a list; results in order.
+
+    ``on_done(index, result)`` is called as each item completes (in the
+    calling process).
+    """
+
+    name = "none"
+    concurrency = 1
+
+    def map(self, fn, items, *args, on_done=None) -> list:
+        out = []
+        for i, item in enumerate(items):
+            r = fn(item, *args)
+            out.append(r)
+            if on_done is not None:
+                on_done(i, r)
+        return out
+
+    def describe(self) -> dict:
+        return {"scheduler": self.name, "workers": self.concurrency}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class InProcess(Executor):
+    """Every unit in this process, in order."""
+
+
+def _needs_kernel_lock() -> bool:
+    """Numba's ``workqueue`` threading layer must not run parallel kernels
+    from several threads at once; OpenMP and TBB may."""
+    try:
+        import numba
+        import numpy as np
+
+        from .kernels import cpu
+        cpu.codepoint_lengths(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.uint8))
+        return numba.threading_layer() == "workqueue"
+    except Exception:  # noqa: BLE001 - be safe when unsure
+        return True
+
+
+class DaskThreads(Executor):
+    """Dask's threaded scheduler in this process."""
+
+    def __init__(self, workers: int | None = None):
+        try:
+            import dask  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError("--scheduler threads needs Dask: pip install 'dask[distributed]'") \
+                from exc
+        import threading
+        self.name = "threads"
+        self.concurrency = int(workers or os.cpu_count() or 1)
+        self._lock = threading.Lock() if _needs_kernel_lock() else None
+
+    def map(self, fn, items, *args, on_done=None) -> list:
+        import dask
+        if not items:
+            return []
+        lock = self._lock
+
+        def call(item):
+            if lock is None:
+                return fn(item, *args)
+            with lock:
+                return fn(item, *args)
+
+        tasks = [dask.delayed(call, pure=False)(item) for item in items]
+        out = list(dask.compute(*tasks, scheduler="threads", num_workers=self.concurrency))
+        if on_done is not None:
+            for i, r in enumerate(out):
+                on_done(i, r)
+        return out
+
+
+class DaskCluster(Executor):
+    """A ``distributed`` client: a local cluster of worker processes, a local
+    Dask-CUDA cluster, or a running scheduler at ``tcp://HOST:PORT``."""
+
+    def __init__(self, spec: str, workers: int | None = None, device: str = "cpu"):
+        try:
+            from distributed import Client
+        except ImportError as exc:
+            raise ConfigError(f"--scheduler {spec} needs Dask's distributed scheduler: "
+                              f"pip install 'dask[distributed]'") from exc
+        self.name = spec
+        self._cluster = None
+        if spec == "processes":
+            if device == "gpu":
+                self._cluster = _cuda_cluster(workers)
+                self.kind = "dask-cuda LocalCUDACluster"
+            else:
+                from distributed import LocalCluster
+                n = int(workers or os.cpu_count() or 1)
+                self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
+                                             dashboard_address=None, memory_limit=0,
+                                             silence_logs=logging.ERROR)
+                self.kind = "distributed LocalCluster"
+            self.client = Client(self._cluster)
+        else:
+            self.kind = "remote scheduler"
+            try:
+                self.client = Client(spec, timeout="20s")
+            except (OSError, TimeoutError) as exc:
+                raise ConfigError(f"--scheduler {spec}: cannot reach the Dask scheduler "
+                                  f"({exc})") from None
+            if workers:
+                try:
+                    self.client.wait_for_workers(int(workers), timeout=60)
+                except TimeoutError:
+                    self.close()
+                    raise ConfigError(f"--scheduler {spec}: fewer than {workers} workers joined "
+                                      f"within 60 s") from None
+        info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) \
+            else self.client.scheduler_info()
+        ws = info.get("workers", {})
+        if not ws:
+            try:
+                self.client.wait_for_workers(1, timeout=60)
+            except TimeoutError:
+                self.close()
+                raise ConfigError(f"--scheduler {spec}: the scheduler has no workers") from None
+            ws = self.client.scheduler_info().get("workers", {})
+        self.workers = len(ws)
+        self.concurrency = max(1, sum(int(w.get("nthreads", 1)) for w in ws.values()))
+
+    def map(self, fn, items, *args, on_done=None) -> list:
+        from distributed import as_completed
+        if not items:
+            return []
+        # the arguments (the run's context) go to every worker once per call
+        shared = [self.client.scatter(a, broadcast=True, hash=False) for a in args]
+        futures = self.client.map(fn, items, *[[s] * len(items) for s in shared], pure=False)
+        index = {f.key: i for i, f in enumerate(futures)}
+        out = [None] * len(items)
+        try:
+            for fut, result in as_completed(futures, with_results=True, raise_errors=True):
+                i = index[fut.key]
+                out[i] = result
+                if on_done is not None:
+                    on_done(i, result)
+        except BaseException:
+            self.client.cancel(futures)
+            raise
+        return out
+
+    def describe(self) -> dict:
+        return {"scheduler": self.name, "kind": self.kind, "workers": self.workers,
+                "threads": self.concurrency, "address": self.client.scheduler.address}
+
+    def close(self) -> None:
+        client = getattr(self, "client", None)
+        if client is not None:
+            client.close()
+            self.client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None
+
+
+def _takes_n_workers(client) -> bool:
+    import inspect
+    try:
+        return "n_workers" in inspect.signature(client.scheduler_info).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _cuda_cluster(workers):
+    """A Dask-CUDA cluster with one worker per visible GPU (or ``workers``)."""
+    try:
+        from dask_cuda import LocalCUDACluster
+    except ImportError as exc:
+        raise DeviceError("--scheduler processes with --device gpu needs Dask-CUDA: "
+                          "pip install dask-cuda (or the rapids extra)") from exc
+    kw = {"threads_per_worker": 1, "dashboard_address": None, "memory_limit": 0,
+          "silence_logs": logging.ERROR}
+    if workers:
+        kw["n_workers"] = int(workers)
+    return LocalCUDACluster(**kw)
+
+
+def make_executor(scheduler: str = "none", workers: int | None = None,
+                  device: str = "cpu") -> Executor:
+    """The executor for ``--scheduler`` (see the module docstring)."""
+    spec = parse_scheduler(scheduler)
+    if workers is not None and int(workers) < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if spec == "none":
+        return InProcess()
+    if spec == "threads":
+        return DaskThreads(workers)
+    return DaskCluster(spec, workers, device)

@@ -1,0 +1,318 @@
+"""The staged (out-of-core) run gives the in-memory run's outputs byte for
+byte, whatever the memory budget, input format or configuration."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.config import Config
+from gpu_dedup.engine import deduplicate
+from gpu_dedup.errors import ConfigError, InputError
+from gpu_dedup.kernels import cpu
+from gpu_dedup.pipeline import run as _pipeline_run
+from gpu_dedup.staged import (anchor_edges, anchor_edges_segments, key_partition, make_plan,
+                              plan_reads, run_staged, stream_chunks)
+
+# Few words and narrow bands: many unrelated documents share buckets, so
+# verification rejects anchor edges and re-anchoring needs several rounds.
+CFG = Config(shingle="word", ngram=1, normalize=("lower", "ws"), num_perm=32, bands=16, rows=2,
+             threshold=0.7)
+
+
+def run(inputs, output, cfg, **kw):
+    """The in-memory pipeline, the reference (without its HTML report)."""
+    import inspect
+    if "html" in inspect.signature(_pipeline_run).parameters:
+        kw.setdefault("html", False)
+    return _pipeline_run(inputs, output, cfg, **kw)
+
+
+def make_texts(n_base: int, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(60)]
+    texts = []
+    for _ in range(n_base):
+        words = [vocab[i] for i in rng.integers(0, 60, size=int(rng.integers(6, 14)))]
+        texts.append(" ".join(words))
+        r = rng.random()
+        if r < 0.3:
+            w = list(words)
+            w[int(rng.integers(len(w)))] = vocab[int(rng.integers(60))]
+            texts.append(" ".join(w))
+        elif r < 0.4:
+            texts.append(" ".join(words).upper())
+    return texts + ["", "   ", "x"]
+
+
+def write_inputs(folder, texts, parquet_row_group=64) -> list[str]:
+    """The texts spread over a plain JSONL (one line of invalid UTF-8, a blank
+    line), a .jsonl.gz with integer ids, a .jsonl.zst without ids and a
+    Parquet file of many row groups."""
+    import zstandard
+    os.makedirs(folder, exist_ok=True)
+    q = len(texts) // 4
+    parts = [texts[:q], texts[q:2 * q], texts[2 * q:3 * q], texts[3 * q:]]
+    a = os.path.join(folder, "a.jsonl")
+    with open(a, "wb") as f:
+        for i, t in enumerate(parts[0]):
+            f.write(json.dumps({"id": f"a{i}", "text": t}).encode() + b"\n")
+            if i == 5:
+                f.write(b"\n")
+            if i == 7:
+                f.write(b'{"id": "a-bad", "text": "caf\xe9 w1 w2 w3"}\n')
+    b = os.path.join(folder, "b.jsonl.gz")
+    with open(b, "wb") as f:
+        f.write(gzip.compress("".join(json.dumps({"id": 10_000 + i, "text": t}) + "\n"
+                                      for i, t in enumerate(parts[1])).encode(), mtime=0))
+    c = os.path.join(folder, "c.jsonl.zst")
+    with open(c, "wb") as f:
+        f.write(zstandard.ZstdCompressor(level=3).compress(
+            "".join(json.dumps({"text": t}) + "\n" for t in parts[2]).encode()))
+    d = os.path.join(folder, "d.parquet")
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(parts[3]))],
+                             "text": parts[3], "extra": list(range(len(parts[3])))}),
+                   d, row_group_size=parquet_row_group)
+    return [a, b, c, d]
+
+
+def output_bytes(folder) -> dict[str, bytes]:
+    out = {}
+    for root, _dirs, names in os.walk(folder):
+        for n in names:
+            if n == "report.json":
+                continue
+            p = os.path.join(root, n)
+            with open(p, "rb") as f:
+                out[os.path.relpath(p, folder)] = f.read()
+    return out
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    paths = write_inputs(str(folder / "in"), make_texts(700))
+    ref = str(folder / "ref")
+    report = run(paths, ref, CFG)
+    return paths, ref, report
+
+
+def assert_same(report_a, out_a, report_b, out_b):
+    a = output_bytes(out_a)
+    b = output_bytes(out_b)
+    assert sorted(a) == sorted(b)
+    for name in a:
+        assert a[name] == b[name], name
+    for k in ("documents", "clusters", "edges"):
+        assert report_a[k] == report_b[k], k
+
+
+def test_default_budget_equals_in_memory_run(corpus, tmp_path):
+    paths, ref, ref_report = corpus
+    assert ref_report["edges"]["rounds"] > 1          # re-anchoring is exercised
+    assert ref_report["documents"]["invalid_utf8_replaced"] == 1
+    report = run_staged(paths, str(tmp_path / "out"), CFG)
+    assert_same(ref_report, ref, report, str(tmp_path / "out"))
+    assert report["work"]["chunks"] == len(paths)     # every file fits: one chunk each
+    assert set(report["memory"]["peak_rss_bytes"]) >= {"prepare", "exact", "signatures", "lsh",
+                                                        "verify", "components", "write"}
+    assert report["scheduler"]["scheduler"] == "none"
+    assert not os.path.exists(report["work"]["dir"])  # removed after success
+
+
+def test_small_memory_limit_gives_the_same_result(corpus, tmp_path):
+    paths, ref, ref_report = corpus
+    report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="64KiB")
+    assert_same(ref_report, ref, report, str(tmp_path / "out"))
+    w = report["work"]
+    # every file split into several chunks (ranges, stream pieces, row groups),
+    # several exact partitions, blocks, band units and verification batches
+    assert w["chunks"] >= 3 * len(paths)
+    assert w["units"]["exact"] > 1
+    assert w["units"]["signatures"] > 1
+    assert w["units"]["lsh"] > CFG.bands
+    assert w["units"]["verify"] > 1
+    assert report["memory"]["limit_bytes"] == 64 * 1024
+
+
+def test_result_does_not_depend_on_the_budget(corpus, tmp_path):
+    paths, ref, ref_report = corpus
+    for lim in ("1MB",):
+        out = str(tmp_path / lim)
+        report = run_staged(paths, out, CFG, memory_limit=lim)
+        assert_same(ref_report, ref, report, out)
+
+
+@pytest.mark.parametrize("cfg", [
+    Config(),                                                   # char 5-grams, nfkc,lower,ws
+    Config(shingle="word", ngram=2, normalize=(), num_perm=64, bands=8, rows=8, threshold=0.5,
+           keep="longest"),
+    Config(shingle="word", ngram=1, num_perm=32, bands=16, rows=2, threshold=0.7,
+           similarity="signature", exact=False),
+    Config(shingle="char", ngram=3, num_perm=32, bands=8, rows=4, threshold=0.6, verify=False,
+           signature_bits=64),
+], ids=["default", "longest", "signature-noexact", "noverify-64bit"])
+def test_configurations(corpus, tmp_path, cfg):
+    paths = corpus[0]
+    ref = str(tmp_path / "ref")
+    ref_report = run(paths, ref, cfg)
+    out = str(tmp_path / "out")
+    report = run_staged(paths, out, cfg, memory_limit="96KiB")
+    assert_same(ref_report, ref, report, out)
+
+
+def test_anchor_edges_match_bucket_edges():
+    rng = np.random.default_rng(3)
+    for n, b, distinct in [(1, 1, 1), (50, 3, 5), (2000, 7, 300), (5000, 4, 4000)]:
+        keys = rng.integers(0, distinct, size=(n, b)).astype(np.uint64)
+        keys *= np.uint64(0x9E3779B97F4A7C15)
+        want = cpu.bucket_edges(keys, np.ones(n, dtype=np.bool_))
+        assert np.array_equal(anchor_edges(keys), want)
+        # the same edges from key partitions with explicit positions
+        for parts in (2, 5):
+            flat, docs, seg = [], [], [0]
+            for j in range(b):
+                col = keys[:, j]
+                for p in range(parts):
+                    sel = np.flatnonzero(key_partition(col, parts) == p)
+                    flat.append(col[sel])
+                    docs.append(sel.astype(np.int64))
+                    seg.append(seg[-1] + sel.size)
+            got = anchor_edges_segments(np.concatenate(flat), np.concatenate(docs),
+                                        np.array(seg, dtype=np.int64))
+            assert np.array_equal(got, want)
+
+
+def test_anchor_edges_empty():
+    got = anchor_edges_segments(np.zeros(0, np.uint64), np.zeros(0, np.int64),
+                                np.zeros(1, np.int64))
+    assert got.size == 0
+
+
+def test_plan_reads_cover_each_file_exactly(tmp_path):
+    texts = make_texts(300, seed=5)
+    paths = write_inputs(str(tmp_path), texts, parquet_row_group=32)
+    units = plan_reads(paths, 2048)
+    a = [u for u in units if u["file"] == 0]
+    assert all(u["kind"] == "bytes" for u in a) and len(a) > 2
+    assert a[0]["start"] == 0 and a[-1]["stop"] == os.path.getsize(paths[0])
+    assert all(x["stop"] == y["start"] for x, y in zip(a, a[1:]))
+    raw = open(paths[0], "rb").read()
+    for u in a:      # every range ends after a newline, line counts add up
+        assert raw[u["stop"] - 1:u["stop"]] == b"\n"
+        assert u["line_base"] == raw[:u["start"]].count(b"\n")
+    assert [u["kind"] for u in units if u["file"] in (1, 2)] == ["stream", "stream"]
+    d = [u for u in units if u["file"] == 3]
+    assert all(u["kind"] == "rowgroups" for u in d)
+    n_groups = pq.ParquetFile(paths[3]).num_row_groups
+    assert sum((u["row_groups"] for u in d), []) == list(range(n_groups))
+    # the stream is cut by the same rule as the ranges
+    import zstandard
+    body = zstandard.ZstdDecompressor().stream_reader(open(paths[2], "rb")).read()
+    pieces = [b"".join(blocks) for _k, blocks in stream_chunks(paths[2], 1024)]
+    assert len(pieces) > 2
+    assert b"".join(pieces) == body
+    assert all(p.endswith(b"\n") and len(p) >= 1024 for p in pieces[:-1])
+
+
+def test_plan_scales_with_the_budget():
+    small = make_plan(64 << 20)
+    big = make_plan(8 << 30)
+    assert small.chunk_bytes < big.chunk_bytes
+    assert big.chunk_bytes & (big.chunk_bytes - 1) == 0
+    assert make_plan(4 << 30, 4).task_bytes * 4 <= 4 << 30
+    assert make_plan(1 << 30, 1).task_bytes == (1 << 30) - (256 << 20)
+
+
+def _bad_line_file(tmp_path, line_no, payload=b"{not json"):
+    p = tmp_path / "bad.jsonl"
+    with open(p, "wb") as f:
+        for i in range(1, 400):
+            if i == line_no:
+                f.write(payload + b"\n")
+            else:
+                f.write(json.dumps({"id": str(i), "text": f"document {i} words"}).encode() + b"\n")
+    return str(p)
+
+
+@pytest.mark.parametrize("payload", [b"{not json", b'{"id": "z"}', b'{"id": "z", "text": 5}'])
+def test_bad_line_in_a_later_chunk_is_named_as_in_memory(tmp_path, payload):
+    src = _bad_line_file(tmp_path, 333, payload)
+    with pytest.raises(InputError) as want:
+        run([src], str(tmp_path / "o1"), CFG)
+    with pytest.raises(InputError) as got:
+        run_staged([src], str(tmp_path / "o2"), CFG, memory_limit="64KiB")
+    assert str(got.value) == str(want.value)
+    assert ":333:" in str(got.value)
+    assert not os.path.exists(tmp_path / "o2")
+
+
+def test_duplicate_id_across_chunks_is_named_as_in_memory(tmp_path):
+    p = tmp_path / "dup.jsonl"
+    with open(p, "w") as f:
+        for i in range(600):
+            f.write(json.dumps({"id": "same" if i in (40, 500, 550) else str(i),
+                                "text": f"text {i}"}) + "\n")
+    with pytest.raises(InputError) as want:
+        run([str(p)], str(tmp_path / "o1"), CFG)
+    with pytest.raises(InputError) as got:
+        run_staged([str(p)], str(tmp_path / "o2"), CFG, memory_limit="64KiB")
+    assert str(got.value) == str(want.value)
+
+
+def test_ids_missing_in_a_later_chunk(tmp_path):
+    p = tmp_path / "mixed.jsonl"
+    with open(p, "w") as f:
+        for i in range(600):
+            rec = {"text": f"text {i}"} if i >= 300 else {"id": str(i), "text": f"text {i}"}
+            f.write(json.dumps(rec) + "\n")
+    with pytest.raises(InputError) as want:
+        run([str(p)], str(tmp_path / "o1"), CFG)
+    with pytest.raises(InputError) as got:
+        run_staged([str(p)], str(tmp_path / "o2"), CFG, memory_limit="64KiB")
+    assert str(got.value) == str(want.value)
+
+
+def test_refuses_non_empty_output_and_bad_options(corpus, tmp_path):
+    paths = corpus[0]
+    out = tmp_path / "full"
+    out.mkdir()
+    (out / "x").write_text("keep me")
+    with pytest.raises(InputError):
+        run_staged(paths, str(out), CFG)
+    assert (out / "x").read_text() == "keep me"
+    with pytest.raises(ConfigError, match="memory-limit"):
+        run_staged(paths, str(tmp_path / "o"), CFG, memory_limit="lots")
+    with pytest.raises(ConfigError, match="scheduler"):
+        run_staged(paths, str(tmp_path / "o"), CFG, scheduler="mpi")
+    with pytest.raises(ConfigError, match="work-dir"):
+        run_staged(paths, str(tmp_path / "o"), CFG, work_dir=os.path.dirname(paths[0]))
+
+
+def test_overwrite_replaces_the_output(corpus, tmp_path):
+    paths, ref, ref_report = corpus
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "old").write_text("x")
+    report = run_staged(paths, str(out), CFG, overwrite=True, memory_limit="256KiB")
+    assert not (out / "old").exists()
+    assert_same(ref_report, ref, report, str(out))
+
+
+def test_engine_agrees_on_a_single_array(tmp_path):
+    """The staged run over one file equals ``deduplicate`` over its texts."""
+    texts = make_texts(300, seed=9)
+    src = tmp_path / "one.jsonl"
+    with open(src, "w") as f:
+        for i, t in enumerate(texts):
+            f.write(json.dumps({"id": i, "text": t}) + "\n")
+    res = deduplicate(texts, CFG)
+    run_staged([str(src)], str(tmp_path / "o"), CFG, memory_limit="64KiB")
+    cl = pq.read_table(tmp_path / "o" / "clusters.parquet")
+    assert np.array_equal(cl["cluster"].to_numpy(), res.cluster)
+    assert np.array_equal(cl["kept"].to_numpy(), res.kept)
