@@ -1,16 +1,31 @@
 """JSON Lines shards (plain, ``.gz``, ``.zst``).
 
-Reading parses the whole buffer with Arrow's JSON reader, asking only for the
-text and id fields. When Arrow refuses the buffer, or the result does not line
-up one record per non-blank line, a line-by-line pass finds the first bad
-line and names it; that pass also reads valid files that Arrow's type
-inference cannot (ids of mixed types, for example).
+A record is one line holding a JSON object (RFC 8259; ``NaN``, ``Infinity``
+and ``-Infinity`` are read as numbers, as Python's :mod:`json` reads them).
+Blank lines are skipped; line numbers count every line from 1. A UTF-8
+byte-order mark at the start of a file is ignored.
+
+Reading streams the decompressed file in newline-aligned blocks
+(:func:`iter_blocks`). Each block is parsed by Arrow's JSON reader, asking only
+for the text and id fields (:func:`parse_block`). A block goes through the
+line-by-line parser instead when it holds anything Arrow and Python's
+:mod:`json` could disagree on: invalid UTF-8 (replaced, and the lines
+counted), a line that is not ``{...}``, a record without a string text, a
+number literal Arrow accepts but JSON does not (``Inf``), ids of another
+type... That parser names the first bad line or, with ``on_bad_record="skip"``,
+skips bad records and lists them. Clean input never runs Python per record.
+
+Writing copies the kept records' lines, byte for byte (after the same UTF-8
+repair), in input order, into a file of the same compression
+(:func:`write_kept_lines`).
 """
 from __future__ import annotations
 
-import gzip
-import io
 import json
+import os
+import re
+import zlib
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -18,10 +33,23 @@ import pyarrow.json as pj
 
 from ..errors import InputError
 
-_BLOCK = 16 << 20
+#: Decompressed bytes per block. Larger blocks parse a little faster;
+#: smaller ones bound the memory used on top of the texts.
+BLOCK_BYTES = 32 << 20
+_BOM = b"\xef\xbb\xbf"
+_OPEN = 123     # {
+_CLOSE = 125    # }
+_CR = 13
+_NL = 10
+# Number literals where Arrow's parser (RapidJSON with NaN/Inf enabled)
+# accepts more than JSON does: Inf, -Inf, -NaN.
+_NAN_INF_WORDS = (b"Inf", b"NaN")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+ON_BAD_RECORD = ("error", "skip")
 
 
 def compression_of(path: str) -> str | None:
+    """``"gzip"``, ``"zstd"`` or None, from the file name."""
     p = path.lower()
     if p.endswith(".gz"):
         return "gzip"
@@ -30,68 +58,552 @@ def compression_of(path: str) -> str | None:
     return None
 
 
-def read_bytes(path: str) -> bytes:
-    """The file's bytes, decompressed by its extension."""
+# ---------------------------------------------------------------------------
+# streaming the decompressed bytes
+# ---------------------------------------------------------------------------
+
+def _open_stream(path: str, comp: str | None):
+    try:
+        if comp is not None and os.path.getsize(path) == 0:
+            raise InputError(f"{path}: empty file, not valid {comp} data; remove it or "
+                             f"replace it with an intact copy")
+        return pa.input_stream(path, compression=comp)
+    except InputError:
+        raise
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+
+
+def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES):
+    """Yield the decompressed content of ``path`` in blocks that end at a
+    newline (the last one may not), at least ``block_bytes`` long except the
+    last. A leading byte-order mark is dropped. Raises :class:`InputError`
+    for an unreadable or corrupt file."""
     comp = compression_of(path)
+    stream = _open_stream(path, comp)
+    carry = b""
+    first = True
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        while True:
+            try:
+                chunk = stream.read(block_bytes)
+            except (OSError, pa.ArrowException) as exc:
+                what = f"{comp} data" if comp else "file"
+                raise InputError(f"{path}: corrupt or unreadable {what} ({exc}); "
+                                 f"remove it or replace it with an intact copy") from exc
+            if not chunk:
+                if first and carry.startswith(_BOM):
+                    carry = carry[len(_BOM):]
+                if carry:
+                    yield carry
+                return
+            buf = carry + chunk if carry else chunk
+            if first:
+                if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                    carry = buf
+                    continue
+                first = False
+                if buf.startswith(_BOM):
+                    buf = buf[len(_BOM):]
+            cut = buf.rfind(b"\n")
+            if cut < 0:
+                carry = buf
+                continue
+            if cut == len(buf) - 1:
+                carry = b""
+                yield buf
+            else:
+                carry = buf[cut + 1:]
+                yield buf[:cut + 1]
+    finally:
+        stream.close()
+
+
+def repair_utf8(block: bytes) -> tuple[bytes, list[int]]:
+    """``block`` with invalid UTF-8 replaced by U+FFFD, and the (0-based)
+    numbers of the lines that had any. Newlines never move."""
     try:
-        if comp == "gzip":
-            return gzip.decompress(raw)
-        if comp == "zstd":
-            import zstandard
-            with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(raw)) as r:
-                return r.read()
-    except Exception as exc:
-        raise InputError(f"{path}: corrupt or unreadable {comp} data ({exc})") from exc
-    return raw
-
-
-def compress_bytes(data: bytes, comp: str | None) -> bytes:
-    if comp == "gzip":
-        return gzip.compress(data, compresslevel=6, mtime=0)
-    if comp == "zstd":
-        import zstandard
-        return zstandard.ZstdCompressor(level=3).compress(data)
-    return data
-
-
-def _replace_invalid_utf8(raw: bytes) -> tuple[bytes, int]:
-    """Replace invalid UTF-8 with U+FFFD; count the lines that had any."""
-    bad = 0
+        block.decode("utf-8")
+        return block, []
+    except UnicodeDecodeError:
+        pass
+    bad = []
     out = []
-    for line in raw.split(b"\n"):
+    for i, line in enumerate(block.split(b"\n")):
         try:
             line.decode("utf-8")
             out.append(line)
         except UnicodeDecodeError:
-            bad += 1
+            bad.append(i)
             out.append(line.decode("utf-8", errors="replace").encode("utf-8"))
     return b"\n".join(out), bad
+
+
+def _is_utf8(block: bytes) -> bool:
+    n = len(block)
+    if n == 0:
+        return True
+    arr = pa.LargeStringArray.from_buffers(
+        1, pa.py_buffer(np.array([0, n], dtype=np.int64)), pa.py_buffer(block))
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _line_bounds(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (exclusive, before the newline) of every line of a
+    block; a final newline does not open an empty line."""
+    nl = np.flatnonzero(buf == _NL)
+    n = buf.size
+    starts = np.empty(nl.size + 1, dtype=np.int64)
+    starts[0] = 0
+    starts[1:] = nl + 1
+    ends = np.empty(nl.size + 1, dtype=np.int64)
+    ends[:-1] = nl
+    ends[-1] = n
+    if starts[-1] >= n:           # the block ends with a newline (or is empty)
+        starts = starts[:-1]
+        ends = ends[:-1]
+    return starts, ends
+
+
+# ---------------------------------------------------------------------------
+# one record, the slow and exact way
+# ---------------------------------------------------------------------------
+
+class BadRecord(Exception):
+    """A line that is not a valid record; the message says why."""
+
+
+def _clean_str(s: str) -> tuple[str, bool]:
+    """Lone surrogates (from ``\\udXXX`` escapes) replaced by U+FFFD."""
+    if _SURROGATE.search(s) is None:
+        return s, False
+    return _SURROGATE.sub("\ufffd", s), True
+
+
+def _arrow_one(line: bytes, text_field: str, id_field: str | None) -> dict:
+    """Parse one ``{...}`` line with Arrow; only for objects nested too deeply
+    for Python's parser."""
+    try:
+        t = pj.read_json(pa.py_buffer(line + b"\n"),
+                         read_options=pj.ReadOptions(block_size=max(len(line) + 2, 1 << 16)),
+                         parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise BadRecord(f"malformed JSON ({str(exc).split(':', 1)[-1].strip()})") from None
+    if t.num_rows != 1:
+        raise BadRecord("malformed JSON (more than one value on the line)")
+    row = {}
+    for name in (text_field, id_field):
+        if name is not None and name in t.column_names:
+            col = t.column(name)
+            v = col[0].as_py() if not (pa.types.is_struct(col.type) or pa.types.is_list(col.type)) \
+                else {}
+            row[name] = v
+    return row
+
+
+def parse_record(line: bytes, text_field: str, id_field: str | None):
+    """``(text, id_or_None, replaced)`` of one non-blank line, or
+    :class:`BadRecord`. ``replaced`` tells whether lone surrogates were
+    replaced."""
+    try:
+        rec = json.loads(line.decode("utf-8"))
+    except RecursionError:
+        stripped = line.strip(b" \t\r")
+        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+            raise BadRecord("malformed JSON (nested too deeply)") from None
+        rec = _arrow_one(stripped, text_field, id_field)
+    except ValueError as exc:
+        raise BadRecord(f"malformed JSON ({str(exc).split(':')[0]})") from None
+    if not isinstance(rec, dict):
+        raise BadRecord(f"expected a JSON object, got {_kind(rec)}")
+    if text_field not in rec:
+        raise BadRecord(f"missing text field {text_field!r}")
+    t = rec[text_field]
+    if not isinstance(t, str):
+        raise BadRecord(f"field {text_field!r} is not a string ({_kind(t)})")
+    t, replaced = _clean_str(t)
+    v = None
+    if id_field is not None:
+        v = rec.get(id_field)
+        if v is not None:
+            if isinstance(v, (dict, list)):
+                raise BadRecord(f"field {id_field!r} must be a string or a number, "
+                                f"got {_kind(v)}")
+            if isinstance(v, bool):
+                v = "true" if v else "false"
+            elif isinstance(v, str):
+                v, r2 = _clean_str(v)
+                replaced = replaced or r2
+            else:
+                v = str(v)
+    return t, v, replaced
+
+
+def _kind(v) -> str:
+    if v is None:
+        return "null"
+    return {dict: "object", list: "array", str: "string", bool: "boolean",
+            int: "number", float: "number"}.get(type(v), type(v).__name__)
+
+
+# ---------------------------------------------------------------------------
+# blocks
+# ---------------------------------------------------------------------------
+
+@dataclass
+class ShardReadState:
+    """What a JSONL shard's blocks accumulate while it is read."""
+
+    path: str
+    text_field: str
+    id_field: str | None
+    on_bad_record: str = "error"
+    id_type: pa.DataType = field(default_factory=pa.large_string)
+    texts: list = field(default_factory=list)
+    ids: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)     # (line, reason)
+    replaced: list = field(default_factory=list)   # per record: invalid Unicode replaced
+    line_base: int = 0
+    fast_blocks: int = 0
+    slow_blocks: int = 0
+
+    def bad(self, line: int, reason: str) -> None:
+        if self.on_bad_record == "skip":
+            self.skipped.append((line, reason))
+            return
+        raise InputError(f"{self.path}:{line}: {reason}")
+
+
+def _arrow_block(block: bytes, st: ShardReadState, n_records: int, max_line: int):
+    """Texts and ids (with nulls) of a block whose every non-blank line is
+    ``{...}``, or None when Arrow refuses it or disagrees on the count."""
+    ro = pj.ReadOptions(block_size=max(1 << 20, max_line + 2), use_threads=True)
+    types = [st.id_type]
+    if st.id_field is not None:
+        types += [t for t in (pa.large_string(), pa.int64()) if t != st.id_type]
+    for typ in types:
+        fields = [(st.text_field, pa.large_string())]
+        if st.id_field is not None and st.id_field != st.text_field:
+            fields.append((st.id_field, typ))
+        try:
+            t = pj.read_json(pa.py_buffer(block), read_options=ro,
+                             parse_options=pj.ParseOptions(explicit_schema=pa.schema(fields),
+                                                           unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            if st.id_field is None:
+                return None
+            continue
+        if t.num_rows != n_records:
+            return None
+        texts = t.column(st.text_field).combine_chunks()
+        if texts.null_count:
+            return None
+        ids = None
+        if st.id_field is not None:
+            if st.id_field == st.text_field:
+                ids = texts
+            else:
+                ids = t.column(st.id_field).combine_chunks()
+                st.id_type = typ
+                if ids.type != pa.large_string():
+                    ids = ids.cast(pa.large_string())
+        return texts, ids
+    return None
+
+
+def _nan_inf_suspect(block: bytes, buf: np.ndarray, starts, ends) -> bool:
+    """Whether a line may hold a number literal Arrow accepts and JSON does
+    not. Each ``Inf``/``NaN`` in value position (after ``:``, ``,`` or ``[``,
+    then blanks and ``-``) sends its line to Python's parser for a second
+    opinion; the same words inside text mostly fail the position test."""
+    n = buf.size
+    for word in _NAN_INF_WORDS:
+        p = np.flatnonzero(buf[:max(n - 2, 0)] == word[0])
+        if p.size == 0:
+            continue
+        p = p[(buf[p + 1] == word[1]) & (buf[p + 2] == word[2])]
+        if p.size == 0:
+            continue
+        q = p - 1
+        while True:                             # step back over '-' and blanks
+            back = (q >= 0) & np.isin(buf[np.maximum(q, 0)], (32, 9, 13, 45))
+            if not back.any():
+                break
+            q = np.where(back, q - 1, q)
+        hit = (q >= 0) & np.isin(buf[np.maximum(q, 0)], (58, 44, 91))    # : , [
+        for pos in p[hit].tolist():
+            i = int(np.searchsorted(ends, pos, side="left"))
+            try:
+                json.loads(block[starts[i]:ends[i]].decode("utf-8"))
+            except (ValueError, RecursionError):
+                return True
+    return False
+
+
+def parse_block(block: bytes, st: ShardReadState) -> None:
+    """Parse one newline-aligned block into ``st`` (texts, ids, line numbers,
+    skipped records). Raises :class:`InputError` on the first bad record
+    unless ``st.on_bad_record == "skip"``."""
+    base = st.line_base
+    bad_lines: list[int] = []
+    if not _is_utf8(block):
+        block, bad_lines = repair_utf8(block)
+    buf = np.frombuffer(block, dtype=np.uint8)
+    starts, ends = _line_bounds(buf)
+    st.line_base = base + starts.size
+    if starts.size == 0:
+        return
+    lens = ends - starts
+    ok = lens >= 2
+    first = buf[np.minimum(starts, buf.size - 1)]
+    last = buf[np.maximum(ends - 1, 0)]
+    last2 = buf[np.maximum(ends - 2, 0)]
+    ok &= first == _OPEN
+    ok &= (last == _CLOSE) | ((last == _CR) & (last2 == _CLOSE) & (lens >= 3))
+    record = ok
+    structurally_bad = False
+    if not ok.all():
+        record = ok.copy()
+        for i in np.flatnonzero(~ok).tolist():
+            s = block[starts[i]:ends[i]].strip(b" \t\r")
+            if not s:
+                continue                      # blank line: not a record
+            if s[0] == _OPEN and s[-1] == _CLOSE:
+                record[i] = True
+            else:
+                structurally_bad = True
+                break
+    suspicious = False if structurally_bad else _nan_inf_suspect(block, buf, starts, ends)
+    rec_idx = np.flatnonzero(record)
+    got = None
+    if not structurally_bad and not suspicious and rec_idx.size:
+        got = _arrow_block(block, st, int(rec_idx.size), int(lens.max()))
+    if got is not None:
+        texts, ids = got
+        st.texts.append(texts)
+        st.ids.append(ids)
+        st.lines.append(rec_idx.astype(np.int64) + (base + 1))
+        st.replaced.append(np.isin(rec_idx, bad_lines) if bad_lines
+                           else np.zeros(rec_idx.size, dtype=bool))
+        st.fast_blocks += 1
+        return
+    if not structurally_bad and not suspicious and rec_idx.size == 0:
+        return
+    _slow_block(block, starts, ends, base, st, set(bad_lines))
+
+
+def _slow_block(block: bytes, starts, ends, base: int, st: ShardReadState,
+                bad_lines: set) -> None:
+    st.slow_blocks += 1
+    texts, ids, lines, replaced = [], [], [], []
+    for i, (s, e) in enumerate(zip(starts.tolist(), ends.tolist())):
+        line = block[s:e]
+        if not line.strip(b" \t\r"):
+            continue
+        ln = base + i + 1
+        try:
+            t, v, rep = parse_record(line, st.text_field, st.id_field)
+        except BadRecord as exc:
+            st.bad(ln, str(exc))
+            continue
+        texts.append(t)
+        ids.append(v)
+        lines.append(ln)
+        replaced.append(rep or i in bad_lines)
+    if not lines:
+        return
+    st.texts.append(pa.array(texts, type=pa.large_string()))
+    st.ids.append(pa.array(ids, type=pa.large_string()) if st.id_field is not None else None)
+    st.lines.append(np.asarray(lines, dtype=np.int64))
+    st.replaced.append(np.asarray(replaced, dtype=bool))
+
+
+@dataclass
+class JsonlData:
+    texts: pa.Array
+    ids: pa.Array | None
+    lines: np.ndarray
+    invalid_utf8: int
+    skipped: list
+    fast_blocks: int = 0
+    slow_blocks: int = 0
+
+
+def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None = "id",
+                     on_bad_record: str = "error", block_bytes: int = BLOCK_BYTES,
+                     progress=None) -> JsonlData:
+    """Read a JSONL shard by blocks.
+
+    Args:
+        path: a ``.jsonl`` file, optionally ``.gz`` or ``.zst``.
+        text_field, id_field: the fields to read (``id_field=None``: no ids).
+        on_bad_record: ``"error"`` raises :class:`InputError` naming the first
+            bad line; ``"skip"`` skips bad records and lists them.
+        block_bytes: decompressed bytes per block.
+        progress: called with the compressed bytes read so far (approximately).
+
+    Returns:
+        :class:`JsonlData`: texts, ids (None when no record has one), the line
+        number of each record, the number of records whose text had invalid
+        UTF-8 replaced, and the skipped ``(line, reason)`` pairs.
+
+    Example:
+        >>> d = read_jsonl_shard("docs.jsonl")                 # doctest: +SKIP
+        >>> len(d.texts), d.lines[:3]                          # doctest: +SKIP
+    """
+    if on_bad_record not in ON_BAD_RECORD:
+        raise ValueError(f"on_bad_record must be 'error' or 'skip', got {on_bad_record!r}")
+    st = ShardReadState(path, text_field, id_field, on_bad_record)
+    for block in iter_blocks(path, block_bytes):
+        parse_block(block, st)
+        if progress is not None:
+            progress(len(block))
+    if st.texts:
+        texts = pa.concat_arrays(st.texts)
+        lines = np.concatenate(st.lines)
+        replaced = np.concatenate(st.replaced)
+    else:
+        texts = pa.array([], type=pa.large_string())
+        lines = np.zeros(0, dtype=np.int64)
+        replaced = np.zeros(0, dtype=bool)
+    ids = None
+    if id_field is not None and st.ids:
+        ids = pa.concat_arrays([i for i in st.ids])
+        nulls = ids.null_count
+        if nulls == len(ids):
+            ids = None
+        elif nulls:
+            missing = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))
+            if on_bad_record != "skip":
+                raise InputError(f"{path}:{int(lines[missing[0]])}: missing id field "
+                                 f"{id_field!r} (other records of this file have one)")
+            for m in missing.tolist():
+                st.skipped.append((int(lines[m]), f"missing id field {id_field!r} "
+                                                  f"(other records of this file have one)"))
+            keep_np = ~ids.is_null().to_numpy(zero_copy_only=False)
+            keep = pa.array(keep_np)
+            texts = texts.filter(keep)
+            ids = ids.filter(keep)
+            lines = lines[keep_np]
+            replaced = replaced[keep_np]
+    st.skipped.sort()
+    return JsonlData(texts, ids, lines, int(replaced.sum()), st.skipped,
+                     st.fast_blocks, st.slow_blocks)
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+class _Sink:
+    """A file written in the shard's compression: gzip as ``gzip.compress(...,
+    compresslevel=6, mtime=0)`` writes it, zstd (level 3) in one frame."""
+
+    def __init__(self, path: str, comp: str | None):
+        self.f = open(path, "wb")
+        self.comp = comp
+        self.enc = zlib.compressobj(6, zlib.DEFLATED, 31) if comp == "gzip" else None
+        self.parts: list[bytes] = []
+
+    def write(self, data) -> None:
+        if self.comp == "gzip":
+            self.f.write(self.enc.compress(data))
+        elif self.comp == "zstd":
+            self.parts.append(bytes(data))
+        else:
+            self.f.write(data)
+
+    def close(self) -> None:
+        try:
+            if self.comp == "gzip":
+                self.f.write(self.enc.flush())
+            elif self.comp == "zstd":
+                import zstandard
+                self.f.write(zstandard.ZstdCompressor(level=3).compress(b"".join(self.parts)))
+                self.parts = []
+        finally:
+            self.f.close()
+
+
+def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
+                     block_bytes: int = BLOCK_BYTES) -> int:
+    """Copy the lines numbered ``kept_lines`` (1-based, ascending) of ``src``
+    to ``dst``, each followed by a newline, in ``src``'s compression.
+    Returns the number of lines written."""
+    kept_lines = np.asarray(kept_lines, dtype=np.int64)
+    sink = _Sink(dst, compression_of(src))
+    written = 0
+    try:
+        base = 0
+        j = 0
+        for block in iter_blocks(src, block_bytes):
+            if j >= kept_lines.size:
+                break
+            if not _is_utf8(block):
+                block, _ = repair_utf8(block)
+            starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
+            n = starts.size
+            k = int(np.searchsorted(kept_lines, base + n, side="right"))
+            sel = kept_lines[j:k] - base - 1
+            j = k
+            base += n
+            if sel.size == 0:
+                continue
+            # runs of consecutive lines are copied in one slice
+            brk = np.flatnonzero(np.diff(sel) != 1) + 1
+            run_first = sel[np.concatenate([[0], brk])]
+            run_last = sel[np.concatenate([brk - 1, [sel.size - 1]])]
+            mv = memoryview(block)
+            for a, b in zip(starts[run_first].tolist(), ends[run_last].tolist()):
+                sink.write(mv[a:b])
+                sink.write(b"\n")
+            written += int(sel.size)
+    finally:
+        sink.close()
+    return written
+
+
+# ---------------------------------------------------------------------------
+# whole-buffer helpers (used by the out-of-core runner)
+# ---------------------------------------------------------------------------
+
+def _replace_invalid_utf8(raw: bytes) -> tuple[bytes, int]:
+    """Replace invalid UTF-8 with U+FFFD; count the lines that had any."""
+    block, bad = repair_utf8(raw)
+    return block, len(bad)
 
 
 def line_spans(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(starts, ends, line_numbers)`` of the non-blank lines (1-based numbers)."""
     buf = np.frombuffer(raw, dtype=np.uint8)
-    nl = np.flatnonzero(buf == 10)
-    starts = np.concatenate([[0], nl + 1]).astype(np.int64)
-    ends = np.concatenate([nl, [buf.size]]).astype(np.int64)
-    ws = (buf == 32) | (buf == 9) | (buf == 13) | (buf == 10)
-    cs = np.concatenate([[0], np.cumsum(~ws, dtype=np.int64)])
-    nonblank = (cs[ends] - cs[starts]) > 0
+    starts, ends = _line_bounds(buf)
+    if starts.size == 0:
+        z = np.zeros(0, dtype=np.int64)
+        return z, z.copy(), z.copy()
+    first = buf[np.minimum(starts, max(buf.size - 1, 0))]
+    last = buf[np.maximum(ends - 1, 0)]
+    ws = lambda c: (c == 32) | (c == 9) | (c == 13)  # noqa: E731
+    nonblank = (ends > starts) & ~(ws(first) & ws(last))
+    for i in np.flatnonzero((ends > starts) & ws(first) & ws(last)).tolist():
+        nonblank[i] = bool(raw[starts[i]:ends[i]].strip(b" \t\r"))
     idx = np.flatnonzero(nonblank)
-    return starts[idx], ends[idx], idx + 1
+    return starts[idx], ends[idx], idx.astype(np.int64) + 1
 
 
 def _fast_column(raw: bytes, field: str, types) -> pa.Array | None:
     """Parse one field of every record with Arrow, or None if Arrow refuses."""
+    stripped = raw.lstrip(b" \t\r\n")
+    if stripped and not stripped.startswith(b"{"):
+        return None                   # Arrow's reader must never see a non-object first
     for typ in types:
         try:
             t = pj.read_json(pa.py_buffer(raw),
-                             read_options=pj.ReadOptions(block_size=_BLOCK, use_threads=True),
+                             read_options=pj.ReadOptions(block_size=16 << 20, use_threads=True),
                              parse_options=pj.ParseOptions(
                                  explicit_schema=pa.schema([(field, typ)]),
                                  unexpected_field_behavior="ignore"))
@@ -107,28 +619,13 @@ def _slow_parse(path: str, raw: bytes, starts, ends, lines, text_field: str, id_
     ids = []
     any_id = False
     for s, e, ln in zip(starts.tolist(), ends.tolist(), lines.tolist()):
-        chunk = raw[s:e]
         try:
-            rec = json.loads(chunk)
-        except ValueError as exc:
-            msg = str(exc).split(":")[0]
-            raise InputError(f"{path}:{ln}: malformed JSON ({msg})") from None
-        if not isinstance(rec, dict):
-            raise InputError(f"{path}:{ln}: expected a JSON object, got {type(rec).__name__}")
-        if text_field not in rec:
-            raise InputError(f"{path}:{ln}: missing text field {text_field!r}")
-        t = rec[text_field]
-        if not isinstance(t, str):
-            kind = "null" if t is None else type(t).__name__
-            raise InputError(f"{path}:{ln}: field {text_field!r} is not a string ({kind})")
+            t, v, _ = parse_record(raw[s:e], text_field, id_field)
+        except BadRecord as exc:
+            raise InputError(f"{path}:{ln}: {exc}") from None
         texts.append(t)
         if id_field is not None:
-            v = rec.get(id_field)
-            if v is not None:
-                any_id = True
-                if isinstance(v, (dict, list)):
-                    raise InputError(f"{path}:{ln}: field {id_field!r} must be a string or a number")
-                v = json.dumps(v) if isinstance(v, bool) else str(v)
+            any_id = any_id or v is not None
             ids.append(v)
     id_arr = None
     if any_id:
@@ -138,50 +635,3 @@ def _slow_parse(path: str, raw: bytes, starts, ends, lines, text_field: str, id_
                                  f"(other records of this file have one)")
         id_arr = pa.array(ids, type=pa.large_string())
     return pa.array(texts, type=pa.large_string()), id_arr
-
-
-def read_jsonl(path: str, text_field: str, id_field: str | None):
-    """Read a JSONL shard.
-
-    Returns ``(raw, starts, ends, line_numbers, texts, ids_or_None, invalid_utf8_lines)``.
-    """
-    raw = read_bytes(path)
-    invalid = 0
-    try:
-        raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raw, invalid = _replace_invalid_utf8(raw)
-    starts, ends, lines = line_spans(raw)
-    n = lines.size
-    texts = ids = None
-    ok = False
-    if n:
-        texts = _fast_column(raw, text_field, [pa.large_string()])
-        if texts is not None and len(texts) == n and texts.null_count == 0:
-            ok = True
-            if id_field is not None:
-                ids = _fast_column(raw, id_field, [pa.large_string(), pa.int64()])
-                if ids is None or len(ids) != n:
-                    ok = False
-                elif ids.null_count == n:
-                    ids = None
-                elif ids.null_count:
-                    ok = False
-                elif ids.type != pa.large_string():
-                    ids = ids.cast(pa.large_string())
-    else:
-        texts = pa.array([], type=pa.large_string())
-        ok = True
-    if not ok:
-        texts, ids = _slow_parse(path, raw, starts, ends, lines, text_field, id_field)
-    return raw, starts, ends, lines, texts, ids, invalid
-
-
-def write_jsonl_rows(raw: bytes, starts, ends, keep: np.ndarray, path: str, comp: str | None):
-    """Write the kept records' original lines, byte for byte, to ``path``."""
-    mv = memoryview(raw)
-    idx = np.flatnonzero(keep)
-    parts = [mv[s:e] for s, e in zip(starts[idx].tolist(), ends[idx].tolist())]
-    body = b"\n".join(parts) + (b"\n" if parts else b"")
-    with open(path, "wb") as f:
-        f.write(compress_bytes(body, comp))

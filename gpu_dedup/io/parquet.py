@@ -1,5 +1,13 @@
-"""Parquet shards."""
+"""Parquet shards.
+
+Reading streams record batches of just the text and id columns. Writing goes
+row group by row group: each input row group gives one output row group of
+its kept rows, with every column, the schema (and its metadata, such as a
+Hugging Face export's) and the compression of the input.
+"""
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -7,40 +15,136 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError
 
+BATCH_ROWS = 64 * 1024
 
-def read_parquet(path: str, text_field: str, id_field: str | None):
-    """``(table, texts, ids_or_None, compression)`` of a Parquet file."""
+
+def _open(path: str) -> pq.ParquetFile:
     try:
-        pf = pq.ParquetFile(path)
-        table = pf.read()
-    except Exception as exc:
+        return pq.ParquetFile(path)
+    except Exception as exc:  # noqa: BLE001 - any reader error means the same to the user
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
+
+
+def compression_of_file(pf: pq.ParquetFile) -> str | None:
+    """The codec of the first column chunk (lower case), None if uncompressed."""
+    md = pf.metadata
     comp = None
-    if pf.metadata.num_row_groups and pf.metadata.num_columns:
-        comp = pf.metadata.row_group(0).column(0).compression
+    if md.num_row_groups and md.num_columns:
+        comp = md.row_group(0).column(0).compression
         comp = None if comp == "UNCOMPRESSED" else comp.lower()
-    if text_field not in table.column_names:
+    return comp
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    return (pa.types.is_string(t) or pa.types.is_large_string(t)
+            or getattr(pa.types, "is_string_view", lambda _t: False)(t))
+
+
+@dataclass
+class ParquetData:
+    texts: pa.Array
+    ids: pa.Array | None
+    rows: np.ndarray            # 1-based row number of each record
+    compression: str | None
+    skipped: list               # (row, reason)
+
+
+def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None = "id",
+                       on_bad_record: str = "error", batch_rows: int = BATCH_ROWS,
+                       progress=None) -> ParquetData:
+    """Read the text (and id) column of a Parquet file by batches.
+
+    A null text is a bad record: an :class:`InputError` naming its row, or
+    skipped with ``on_bad_record="skip"``. So is a null id when the file has
+    an id column. A missing text column, or one that is not a string column,
+    is an error either way.
+    """
+    pf = _open(path)
+    schema = pf.schema_arrow
+    names = schema.names
+    if text_field not in names:
         raise InputError(f"{path}: missing text field {text_field!r} "
-                         f"(columns: {', '.join(table.column_names)})")
-    col = table.column(text_field)
-    if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
-        raise InputError(f"{path}: field {text_field!r} is not a string column ({col.type})")
-    if col.null_count:
-        row = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
-        raise InputError(f"{path}: row {row + 1}: field {text_field!r} is not a string (null)")
-    texts = col.combine_chunks().cast(pa.large_string())
-    ids = None
-    if id_field is not None and id_field in table.column_names:
-        ic = table.column(id_field)
-        if ic.null_count:
-            row = int(np.flatnonzero(ic.is_null().to_numpy(zero_copy_only=False))[0])
-            raise InputError(f"{path}: row {row + 1}: missing id field {id_field!r}")
-        try:
-            ids = ic.combine_chunks().cast(pa.large_string())
-        except pa.ArrowInvalid as exc:
-            raise InputError(f"{path}: field {id_field!r} cannot be used as an id ({ic.type})") from exc
-    return table, texts, ids, comp
+                         f"(columns: {', '.join(names)}); choose one with --text-field")
+    ttype = schema.field(text_field).type
+    if not _is_text_type(ttype):
+        raise InputError(f"{path}: field {text_field!r} is not a string column ({ttype})")
+    use_id = id_field is not None and id_field in names
+    cols = [text_field] + ([id_field] if use_id and id_field != text_field else [])
+    texts, ids, rows, skipped = [], [], [], []
+    base = 0
+    total = max(pf.metadata.num_rows, 1)
+    try:
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=cols, use_threads=True):
+            n = batch.num_rows
+            t = batch.column(text_field)
+            if t.type != pa.large_string():
+                t = t.cast(pa.large_string())
+            i = None
+            if use_id:
+                i = batch.column(id_field)
+                if i.type != pa.large_string():
+                    try:
+                        i = i.cast(pa.large_string())
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                        raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
+                                         f"({schema.field(id_field).type}); pass --id-field "
+                                         f"none to generate ids") from exc
+            r = np.arange(base + 1, base + n + 1, dtype=np.int64)
+            bad = t.is_null().to_numpy(zero_copy_only=False) if t.null_count else None
+            bad_id = i.is_null().to_numpy(zero_copy_only=False) if i is not None and i.null_count \
+                else None
+            if bad is not None or bad_id is not None:
+                b = np.zeros(n, dtype=bool)
+                if bad is not None:
+                    b |= bad
+                if bad_id is not None:
+                    b |= bad_id
+                for k in np.flatnonzero(b).tolist():
+                    why = (f"field {text_field!r} is not a string (null)"
+                           if bad is not None and bad[k] else f"missing id field {id_field!r}")
+                    if on_bad_record != "skip":
+                        raise InputError(f"{path}: row {base + k + 1}: {why}")
+                    skipped.append((base + k + 1, why))
+                keep = pa.array(~b)
+                t = t.filter(keep)
+                i = i.filter(keep) if i is not None else None
+                r = r[~b]
+            texts.append(t)
+            ids.append(i)
+            rows.append(r)
+            base += n
+            if progress is not None:
+                progress(n / total)
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - corrupt pages, bad encodings...
+        raise InputError(f"{path}: corrupt Parquet data after row {base} ({exc})") from exc
+    text_arr = pa.concat_arrays(texts) if texts else pa.array([], type=pa.large_string())
+    id_arr = None
+    if use_id:
+        id_arr = pa.concat_arrays(ids) if ids else pa.array([], type=pa.large_string())
+    row_arr = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
+    return ParquetData(text_arr, id_arr, row_arr, compression_of_file(pf), skipped)
 
 
-def write_parquet_rows(table: pa.Table, keep: np.ndarray, path: str, comp: str | None):
-    pq.write_table(table.filter(pa.array(keep)), path, compression=comp or "none")
+def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
+    """Write the rows numbered ``kept_rows`` (1-based, ascending) of ``src``
+    to ``dst``; returns the number of rows written."""
+    pf = _open(src)
+    comp = compression_of_file(pf)
+    kept_rows = np.asarray(kept_rows, dtype=np.int64)
+    written = 0
+    with pq.ParquetWriter(dst, pf.schema_arrow, compression=comp or "none") as w:
+        base = 0
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            lo = int(np.searchsorted(kept_rows, base + 1, side="left"))
+            hi = int(np.searchsorted(kept_rows, base + n, side="right"))
+            if hi > lo:
+                mask = np.zeros(n, dtype=bool)
+                mask[kept_rows[lo:hi] - base - 1] = True
+                t = pf.read_row_group(g)
+                w.write_table(t.filter(pa.array(mask)))
+                written += hi - lo
+            base += n
+    return written

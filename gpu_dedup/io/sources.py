@@ -1,4 +1,18 @@
-"""Input discovery and the corpus: many shards, one text column."""
+"""Input discovery and the corpus: many shards, one text column.
+
+Inputs are files, directories and glob patterns:
+
+* ``.jsonl`` (also ``.json``, ``.ndjson``), optionally ``.gz`` or ``.zst``:
+  one shard each;
+* ``.parquet`` (``.pq``): one shard each; a directory of them (a Hugging Face
+  parquet export, for example) gives its files in sorted order;
+* ``.txt``: one document per file. A directory holding ``.txt`` files and no
+  JSONL or Parquet file is one shard whose ids are the relative paths; ``.txt``
+  files named directly are grouped by directory the same way.
+
+Every input record ends up in one :class:`Shard`, which also writes its kept
+records back in its own format.
+"""
 from __future__ import annotations
 
 import glob
@@ -10,14 +24,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from .jsonl import compression_of, read_jsonl, write_jsonl_rows
-from .parquet import read_parquet, write_parquet_rows
+from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
+from .parquet import read_parquet_shard, write_kept_rows
+from .txt import TXT_SUFFIXES, list_txt, read_txt_files, write_kept_files
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
+PARQUET_SUFFIXES = (".parquet", ".pq")
 COMPRESSED = ("", ".gz", ".zst", ".zstd")
+ON_BAD_RECORD = ("error", "skip")
+_KNOWN = ".jsonl, .jsonl.gz, .jsonl.zst, .parquet or .txt"
 
 
 def format_of(path: str) -> str | None:
+    """``"jsonl"``, ``"parquet"`` or ``"txt"`` from the name (a directory of
+    text files is ``"txt"``), None if unknown."""
     p = path.lower()
     for c in COMPRESSED:
         if c and p.endswith(c):
@@ -25,13 +45,34 @@ def format_of(path: str) -> str | None:
             break
     if p.endswith(JSONL_SUFFIXES):
         return "jsonl"
-    if p.endswith((".parquet", ".pq")):
+    if p.endswith(PARQUET_SUFFIXES):
         return "parquet"
+    if path.lower().endswith(TXT_SUFFIXES):
+        return "txt"
+    if os.path.isdir(path):
+        return "txt"
     return None
 
 
+def _data_files(root: str) -> list[str]:
+    files = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+        for name in sorted(names):
+            if name.startswith("."):
+                continue
+            full = os.path.join(d, name)
+            if format_of(full) in ("jsonl", "parquet"):
+                files.append(full)
+    return files
+
+
 def expand_inputs(inputs) -> list[str]:
-    """Files named, globs expanded and directories walked (sorted), each once."""
+    """Files named, globs expanded and directories walked (sorted), each once.
+
+    A directory with JSONL or Parquet files gives those files; one without
+    them but with ``.txt`` files is returned as itself, a text corpus.
+    """
     out: list[str] = []
     seen = set()
     for spec in inputs:
@@ -44,21 +85,14 @@ def expand_inputs(inputs) -> list[str]:
             matches = [spec]
         for m in matches:
             if os.path.isdir(m):
-                files = []
-                for root, dirs, names in os.walk(m):
-                    dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                    for name in sorted(names):
-                        full = os.path.join(root, name)
-                        if format_of(full) is not None:
-                            files.append(full)
-                if not files:
-                    raise InputError(f"{m}: directory holds no .jsonl, .jsonl.gz, .jsonl.zst "
-                                     f"or .parquet files")
-                group = files
+                group = _data_files(m)
+                if not group:
+                    if not list_txt(m):
+                        raise InputError(f"{m}: directory holds no {_KNOWN} files")
+                    group = [m]
             elif os.path.exists(m):
                 if format_of(m) is None:
-                    raise InputError(f"{m}: unknown input format; expected .jsonl, .jsonl.gz, "
-                                     f".jsonl.zst or .parquet")
+                    raise InputError(f"{m}: unknown input format; expected {_KNOWN}")
                 group = [m]
             else:
                 raise InputError(f"{m}: no such file or directory")
@@ -74,53 +108,114 @@ def expand_inputs(inputs) -> list[str]:
 
 @dataclass
 class Shard:
-    """One input file: its texts, ids and what is needed to write its kept rows."""
+    """One input shard: its texts, ids and what is needed to write its kept rows.
+
+    ``locations`` are 1-based line numbers (JSONL), row numbers (Parquet) or
+    file numbers (text). ``skipped`` lists the bad records left out
+    (``on_bad_record="skip"``) as ``(location, reason)``.
+    """
 
     path: str
     fmt: str
     compression: str | None
     texts: pa.Array
     ids: pa.Array | None
-    locations: np.ndarray            # 1-based line (JSONL) or row (Parquet) per record
+    locations: np.ndarray
     invalid_utf8: int = 0
-    raw: bytes | None = None
-    starts: np.ndarray | None = None
-    ends: np.ndarray | None = None
-    table: pa.Table | None = None
+    skipped: list = field(default_factory=list)
+    files: list | None = None        # text shards: the files, relative to ``path``
     out_name: str = ""
 
     @property
     def where(self) -> str:
-        return "line" if self.fmt == "jsonl" else "row"
+        return {"jsonl": "line", "parquet": "row"}.get(self.fmt, "file")
 
     def __len__(self) -> int:
         return len(self.texts)
 
-    def write_kept(self, keep: np.ndarray, path: str) -> None:
+    def location(self, loc: int) -> str:
+        """``FILE:LINE``, ``FILE: row N`` or the text file, for messages."""
         if self.fmt == "jsonl":
-            write_jsonl_rows(self.raw, self.starts, self.ends, keep, path, self.compression)
-        else:
-            write_parquet_rows(self.table, keep, path, self.compression)
+            return f"{self.path}:{int(loc)}"
+        if self.fmt == "parquet":
+            return f"{self.path}: row {int(loc)}"
+        return os.path.join(self.path, self.files[int(loc) - 1])
+
+    def generated_ids(self) -> pa.Array:
+        """``FILE:LINE`` (``FILE:ROW``) ids, or the text files' paths."""
+        if self.fmt == "txt":
+            return pa.array([os.path.join(self.path, f) for f in self.files],
+                            type=pa.large_string())
+        nums = pa.array(self.locations, type=pa.int64()).cast(pa.large_string())
+        return pc.binary_join_element_wise(pa.scalar(f"{self.path}:", pa.large_string()), nums,
+                                           pa.scalar("", pa.large_string()))
+
+    def write_kept(self, keep: np.ndarray, path: str) -> int:
+        """Write the kept records (``keep``: one flag per record) to ``path``,
+        in this shard's format; returns how many were written."""
+        keep = np.asarray(keep, dtype=bool)
+        if self.fmt == "jsonl":
+            return write_kept_lines(self.path, self.locations[keep], path)
+        if self.fmt == "parquet":
+            return write_kept_rows(self.path, self.locations[keep], path)
+        return write_kept_files(self.path, self.files, keep, path)
 
 
-def read_shard(path: str, text_field: str, id_field: str | None) -> Shard:
+def _txt_group(path: str) -> tuple[str, list[str]]:
+    if os.path.isdir(path):
+        return path, list_txt(path)
+    return os.path.dirname(path) or ".", [os.path.basename(path)]
+
+
+def read_shard(path: str, text_field: str = "text", id_field: str | None = "id",
+               on_bad_record: str = "error", progress=None, *, files=None,
+               block_bytes: int = BLOCK_BYTES) -> Shard:
+    """Read one input (a JSONL or Parquet file, a text directory or file)."""
     fmt = format_of(path)
     if fmt == "jsonl":
-        raw, starts, ends, lines, texts, ids, invalid = read_jsonl(path, text_field, id_field)
-        return Shard(path, fmt, compression_of(path), texts, ids, lines, invalid,
-                     raw=raw, starts=starts, ends=ends)
-    table, texts, ids, comp = read_parquet(path, text_field, id_field)
-    return Shard(path, fmt, comp, texts, ids, np.arange(1, len(texts) + 1), table=table)
+        d = read_jsonl_shard(path, text_field, id_field, on_bad_record, block_bytes,
+                             progress=progress)
+        return Shard(path, fmt, compression_of(path), d.texts, d.ids, d.lines, d.invalid_utf8,
+                     d.skipped)
+    if fmt == "parquet":
+        d = read_parquet_shard(path, text_field, id_field, on_bad_record)
+        return Shard(path, fmt, d.compression, d.texts, d.ids, d.rows, 0, d.skipped)
+    if fmt == "txt":
+        root, found = _txt_group(path)
+        files = list(files) if files is not None else found
+        d = read_txt_files(root, files)
+        ids = d.ids if id_field is not None else None
+        return Shard(root, fmt, None, d.texts, ids, np.arange(1, len(files) + 1, dtype=np.int64),
+                     d.invalid_utf8, [], files=files)
+    raise InputError(f"{path}: unknown input format; expected {_KNOWN}")
+
+
+def _group_inputs(paths: list[str]) -> list[tuple[str, list | None]]:
+    """Consecutive ``.txt`` files of one directory become one text shard."""
+    out: list[tuple[str, list | None]] = []
+    for p in paths:
+        if format_of(p) == "txt" and not os.path.isdir(p):
+            root = os.path.dirname(p) or "."
+            if out and out[-1][1] is not None and out[-1][0] == root:
+                out[-1][1].append(os.path.basename(p))
+                continue
+            out.append((root, [os.path.basename(p)]))
+        else:
+            out.append((p, None))
+    return out
 
 
 def _output_names(paths: list[str]) -> list[str]:
     """Relative names for the output shards, unique, mirroring the inputs."""
-    absps = [os.path.abspath(p) for p in paths]
+    absps = [os.path.abspath(p).rstrip(os.sep) for p in paths]
     base = [os.path.basename(p) for p in absps]
     if len(set(base)) == len(base):
         return base
     root = os.path.commonpath([os.path.dirname(p) for p in absps])
-    return [os.path.relpath(p, root) for p in absps]
+    names = [os.path.relpath(p, root) for p in absps]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{i:05d}-{b}" for i, b in enumerate(base)]
 
 
 @dataclass
@@ -135,25 +230,67 @@ class Corpus:
     def __len__(self) -> int:
         return len(self.texts)
 
+    @property
+    def skipped(self) -> list[str]:
+        """Every skipped bad record as ``FILE:LINE: reason``."""
+        return [f"{s.location(loc)}: {why}" for s in self.shards for loc, why in s.skipped]
+
     def locate(self, i: int) -> str:
-        s = self.shards[int(self.shard_of[i])]
-        start = int(np.flatnonzero(self.shard_of == self.shard_of[i])[0])
-        return f"{s.path}:{int(s.locations[i - start])}"
+        k = int(self.shard_of[i])
+        s = self.shards[k]
+        start = int(np.searchsorted(self.shard_of, k, side="left"))
+        return s.location(int(s.locations[i - start]))
 
 
-def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None = "id") -> Corpus:
+def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None = "id",
+                on_bad_record: str = "error", progress=None) -> Corpus:
     """Read every shard; ids are the id field as a string, or ``FILE:LINE``
-    (``FILE:ROW`` for Parquet) where a shard has no id field."""
-    shards = [read_shard(p, text_field, id_field) for p in paths]
-    names = _output_names(paths)
+    (``FILE:ROW`` for Parquet, the file's path for text) where a shard has no
+    id field.
+
+    Args:
+        paths: from :func:`expand_inputs`.
+        on_bad_record: ``"error"`` stops at the first bad record with an
+            :class:`InputError` naming its file and line; ``"skip"`` leaves bad
+            records out and lists them in the shards' ``skipped``.
+        progress: called as ``progress(fraction)`` while reading.
+    """
+    if on_bad_record not in ON_BAD_RECORD:
+        raise InputError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
+    groups = _group_inputs(paths)
+    sizes = []
+    for p, files in groups:
+        try:
+            if files is not None:
+                sizes.append(sum(os.path.getsize(os.path.join(p, f)) for f in files))
+            elif os.path.isdir(p):
+                sizes.append(sum(os.path.getsize(os.path.join(p, f)) for f in list_txt(p)))
+            else:
+                sizes.append(os.path.getsize(p))
+        except OSError:
+            sizes.append(0)
+    total = max(sum(sizes), 1)
+    done = 0
+    shards = []
+    for (p, files), size in zip(groups, sizes):
+        cb = None
+        if progress is not None and compression_of(p) is None and format_of(p) == "jsonl":
+            state = {"n": 0}
+
+            def cb(nbytes, _s=state, _d=done):
+                _s["n"] += nbytes
+                progress(min(_d + _s["n"], total) / total)
+        shards.append(read_shard(p, text_field, id_field, on_bad_record, cb, files=files))
+        done += size
+        if progress is not None:
+            progress(done / total)
+    names = _output_names([s.path for s in shards])
     ids = []
     for s, name in zip(shards, names):
         s.out_name = name
-        if s.ids is not None:
-            ids.append(s.ids)
-        else:
-            ids.append(pa.array([f"{s.path}:{int(x)}" for x in s.locations], type=pa.large_string()))
-    texts = pa.concat_arrays([s.texts for s in shards]) if shards else pa.array([], pa.large_string())
+        ids.append(s.ids if s.ids is not None else s.generated_ids())
+    texts = (pa.concat_arrays([s.texts for s in shards]) if shards
+             else pa.array([], pa.large_string()))
     id_arr = pa.concat_arrays(ids) if ids else pa.array([], pa.large_string())
     shard_of = np.repeat(np.arange(len(shards)), [len(s) for s in shards])
     corpus = Corpus(shards, texts, id_arr, shard_of, sum(s.invalid_utf8 for s in shards))

@@ -1,0 +1,73 @@
+"""Plain-text corpora: a directory of ``.txt`` files, one document each.
+
+A document's id is its path relative to the directory given (``a/b.txt``);
+its text is the whole file, with invalid UTF-8 replaced. The kept documents
+are written back as a directory of the same relative paths, byte for byte.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import InputError
+
+TXT_SUFFIXES = (".txt",)
+
+
+def list_txt(root: str) -> list[str]:
+    """The ``.txt`` files under ``root``, relative, sorted, hidden ones skipped."""
+    out = []
+    for d, dirs, names in os.walk(root):
+        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
+        for name in sorted(names):
+            if name.startswith(".") or not name.lower().endswith(TXT_SUFFIXES):
+                continue
+            out.append(os.path.relpath(os.path.join(d, name), root))
+    return out
+
+
+@dataclass
+class TxtData:
+    texts: pa.Array
+    ids: pa.Array
+    invalid_utf8: int
+
+
+def read_txt_files(root: str, files: list[str], progress=None) -> TxtData:
+    """Read ``files`` (relative to ``root``), one document each."""
+    texts = []
+    invalid = 0
+    n = max(len(files), 1)
+    for k, rel in enumerate(files):
+        path = os.path.join(root, rel)
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as exc:
+            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        try:
+            texts.append(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            invalid += 1
+            texts.append(raw.decode("utf-8", errors="replace"))
+        if progress is not None and (k & 1023) == 0:
+            progress(k / n)
+    ids = pa.array([rel.replace(os.sep, "/") for rel in files], type=pa.large_string())
+    return TxtData(pa.array(texts, type=pa.large_string()), ids, invalid)
+
+
+def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str) -> int:
+    """Copy the kept files to ``dst_dir`` under the same relative paths."""
+    os.makedirs(dst_dir, exist_ok=True)
+    written = 0
+    for i in np.flatnonzero(keep).tolist():
+        rel = files[i]
+        out = os.path.join(dst_dir, rel)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        shutil.copyfile(os.path.join(root, rel), out)
+        written += 1
+    return written

@@ -1,0 +1,237 @@
+"""Inputs as users have them: JSONL (plain, .gz, .zst), Parquet files and
+directories of shards, plain-text directories, several inputs and globs; and
+outputs that mirror them (one output shard per input shard, same format,
+compression and columns, kept rows in input order)."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import zstandard
+
+from gpu_dedup.config import Config
+from gpu_dedup.io.jsonl import read_jsonl_shard, write_kept_lines
+from gpu_dedup.io.sources import expand_inputs, read_corpus
+from gpu_dedup.pipeline import run
+
+CFG = Config(shingle="word", ngram=2, normalize=("lower", "ws"), num_perm=64, bands=16, rows=4,
+             threshold=0.5)
+
+
+def make_docs(n=120, seed=3):
+    """Documents with planted near-duplicates and one exact duplicate."""
+    rng = np.random.default_rng(seed)
+    vocab = [f"w{i}" for i in range(400)]
+    docs = []
+    for i in range(n):
+        words = [vocab[j] for j in rng.integers(0, 400, size=20)]
+        docs.append(" ".join(words))
+        if i % 4 == 0:
+            w = list(words)
+            w[int(rng.integers(20))] = "changed"
+            docs.append(" ".join(w))
+    docs.append(docs[0])
+    return [{"id": f"d{i}", "text": t, "extra": i} for i, t in enumerate(docs)]
+
+
+def jsonl_bytes(recs):
+    return "".join(json.dumps(r) + "\n" for r in recs).encode()
+
+
+def write_all_formats(folder, recs):
+    os.makedirs(folder, exist_ok=True)
+    paths = {}
+    raw = jsonl_bytes(recs)
+    paths["jsonl"] = [os.path.join(folder, "docs.jsonl")]
+    with open(paths["jsonl"][0], "wb") as f:
+        f.write(raw)
+    paths["gz"] = [os.path.join(folder, "docs.jsonl.gz")]
+    with open(paths["gz"][0], "wb") as f:
+        f.write(gzip.compress(raw, mtime=0))
+    paths["zst"] = [os.path.join(folder, "docs.jsonl.zst")]
+    with open(paths["zst"][0], "wb") as f:
+        f.write(zstandard.ZstdCompressor().compress(raw))
+    half = len(recs) // 2
+    pdir = os.path.join(folder, "pq")
+    os.makedirs(pdir, exist_ok=True)
+    paths["parquet"] = []
+    for k, part in enumerate((recs[:half], recs[half:])):
+        p = os.path.join(pdir, f"part-{k}.parquet")
+        pq.write_table(pa.table({"id": [r["id"] for r in part], "text": [r["text"] for r in part],
+                                 "extra": [r["extra"] for r in part]}), p, row_group_size=7)
+        paths["parquet"].append(p)
+    return paths
+
+
+@pytest.fixture(scope="module")
+def formats(tmp_path_factory):
+    base = tmp_path_factory.mktemp("formats")
+    recs = make_docs()
+    paths = write_all_formats(str(base / "in"), recs)
+    outs = {}
+    for name, p in paths.items():
+        out = str(base / f"out-{name}")
+        run(p, out, CFG)
+        outs[name] = out
+    return recs, paths, outs
+
+
+def clusters_by_id(out):
+    t = pq.read_table(os.path.join(out, "clusters.parquet"))
+    return dict(zip(t["id"].to_pylist(), zip(t["cluster"].to_pylist(), t["kept"].to_pylist())))
+
+
+def test_every_format_gives_identical_clusters(formats):
+    recs, _, outs = formats
+    ref = clusters_by_id(outs["jsonl"])
+    assert set(ref) == {r["id"] for r in recs}
+    assert sum(k for _, k in ref.values()) < len(recs)       # duplicates were found
+    for name in ("gz", "zst", "parquet"):
+        assert clusters_by_id(outs[name]) == ref, name
+        a = pq.read_table(os.path.join(outs["jsonl"], "pairs.parquet"))
+        b = pq.read_table(os.path.join(outs[name], "pairs.parquet"))
+        assert a.equals(b), name
+
+
+def test_data_holds_exactly_the_kept_rows(formats):
+    recs, paths, outs = formats
+    kept_ids = [i for i, (_, k) in clusters_by_id(outs["jsonl"]).items() if k]
+    kept_recs = [r for r in recs if r["id"] in set(kept_ids)]
+    want = jsonl_bytes(kept_recs)
+    # plain: byte for byte; compressed: same compression, same content
+    assert os.listdir(os.path.join(outs["jsonl"], "data")) == ["docs.jsonl"]
+    assert open(os.path.join(outs["jsonl"], "data", "docs.jsonl"), "rb").read() == want
+    gz = open(os.path.join(outs["gz"], "data", "docs.jsonl.gz"), "rb").read()
+    assert gz[:2] == b"\x1f\x8b" and gzip.decompress(gz) == want
+    assert gz == gzip.compress(want, compresslevel=6, mtime=0)     # deterministic
+    zs = open(os.path.join(outs["zst"], "data", "docs.jsonl.zst"), "rb").read()
+    assert zstandard.ZstdDecompressor().decompress(zs) == want
+    # two Parquet shards in, two out, same columns, kept rows in input order
+    names = sorted(os.listdir(os.path.join(outs["parquet"], "data")))
+    assert names == ["part-0.parquet", "part-1.parquet"]
+    got = []
+    for n, src in zip(names, paths["parquet"]):
+        t = pq.read_table(os.path.join(outs["parquet"], "data", n))
+        assert t.schema.equals(pq.read_schema(src))
+        got += t.to_pylist()
+    assert got == kept_recs
+
+
+def test_parquet_output_keeps_row_groups_schema_metadata_and_codec(tmp_path):
+    texts = [r["text"] for r in make_docs(40, seed=9) if "changed" not in r["text"]][:40]
+    texts[5] = texts[4]
+    schema = pa.schema([("text", pa.string()), ("n", pa.int32())],
+                       metadata={b"huggingface": b'{"info": "kept as is"}'})
+    src = tmp_path / "s.parquet"
+    pq.write_table(pa.table({"text": texts, "n": list(range(40))}, schema=schema), src,
+                   row_group_size=10, compression="zstd")
+    out = tmp_path / "out"
+    run([str(src)], str(out), CFG)
+    dst = pq.ParquetFile(out / "data" / "s.parquet")
+    assert dst.schema_arrow.metadata[b"huggingface"] == b'{"info": "kept as is"}'
+    assert dst.metadata.num_row_groups == 4
+    assert dst.metadata.row_group(0).column(0).compression == "ZSTD"
+    assert 5 not in dst.read()["n"].to_pylist() and 4 in dst.read()["n"].to_pylist()
+
+
+def test_hugging_face_layout_directory_and_globs(tmp_path):
+    recs = make_docs(40)
+    root = tmp_path / "hf"
+    for split, part in (("train", recs[:30]), ("test", recs[30:])):
+        d = root / "default" / split
+        d.mkdir(parents=True)
+        pq.write_table(pa.table({"text": [r["text"] for r in part],
+                                 "id": [r["id"] for r in part]}), d / "0000.parquet")
+    (root / "README.md").write_text("# a dataset card, not data")
+    (root / ".cache").mkdir()
+    (root / ".cache" / "x.parquet").write_bytes(b"not parquet: hidden folders are skipped")
+    paths = expand_inputs([str(root)])
+    assert [os.path.relpath(p, root) for p in paths] == [
+        os.path.join("default", "test", "0000.parquet"),
+        os.path.join("default", "train", "0000.parquet")]
+    out = tmp_path / "out"
+    report = run([str(root)], str(out), CFG)
+    assert report["documents"]["in"] == len(recs)
+    assert sorted(os.path.relpath(os.path.join(d, f), out / "data")
+                  for d, _, fs in os.walk(out / "data") for f in fs) == [
+        os.path.join("test", "0000.parquet"), os.path.join("train", "0000.parquet")]
+    # several inputs and a glob in one run
+    a = tmp_path / "a.jsonl"
+    a.write_bytes(jsonl_bytes(recs[:10]))
+    b = tmp_path / "b.jsonl"
+    b.write_bytes(jsonl_bytes(recs[10:20]))
+    out2 = tmp_path / "out2"
+    report = run([str(tmp_path / "*.jsonl"), str(root / "default" / "test")], str(out2), CFG)
+    assert report["documents"]["in"] == 20 + len(recs) - 30
+    assert [i["path"] for i in report["inputs"]] == [str(a), str(b), str(
+        root / "default" / "test" / "0000.parquet")]
+
+
+def test_text_directory_one_document_per_file(tmp_path):
+    root = tmp_path / "notes"
+    (root / "sub").mkdir(parents=True)
+    body = "the quick brown fox jumps over the lazy dog near the river bank today"
+    files = {"a.txt": body, "sub/b.txt": body + " again", "c.txt": "something else entirely",
+             "sub/d.txt": body}
+    for rel, text in files.items():
+        (root / rel).write_text(text)
+    (root / "sub" / "bad.txt").write_bytes(b"caf\xe9 latin-1 text here")
+    (root / "ignored.md").write_text("not a .txt file")
+    out = tmp_path / "out"
+    report = run([str(root)], str(out), CFG)
+    assert report["documents"]["in"] == 5
+    assert report["documents"]["invalid_utf8_replaced"] == 1
+    cl = pq.read_table(out / "clusters.parquet")
+    ids = cl["id"].to_pylist()
+    assert ids == ["a.txt", "c.txt", "sub/b.txt", "sub/bad.txt", "sub/d.txt"]
+    kept = dict(zip(ids, cl["kept"].to_pylist()))
+    assert kept["a.txt"] and not kept["sub/d.txt"]           # exact copy of a.txt
+    written = sorted(os.path.relpath(os.path.join(d, f), out / "data")
+                     for d, _, fs in os.walk(out / "data") for f in fs)
+    assert written == sorted(os.path.join("notes", i) for i, k in kept.items() if k)
+    assert (out / "data" / "notes" / "sub" / "bad.txt").read_bytes() == \
+        (root / "sub" / "bad.txt").read_bytes()
+
+
+def test_reading_is_the_same_whatever_the_block_size(tmp_path):
+    recs = make_docs(60)
+    body = bytearray()
+    for i, r in enumerate(recs):
+        body += json.dumps(r).encode() + (b"\r\n" if i % 3 == 0 else b"\n")
+        if i % 11 == 0:
+            body += b"   \n\n"
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + bytes(body))
+    ref = read_jsonl_shard(str(p))
+    assert ref.texts.to_pylist() == [r["text"] for r in recs]
+    assert ref.slow_blocks == 0                       # clean input: Arrow only
+    for bs in (1, 50, 333, 4096):
+        d = read_jsonl_shard(str(p), block_bytes=bs)
+        assert d.texts.equals(ref.texts) and d.ids.equals(ref.ids)
+        assert np.array_equal(d.lines, ref.lines)
+    lines = bytes(body).split(b"\n")
+    for k, ln in zip(range(5), ref.lines):
+        assert json.loads(lines[ln - 1])["text"] == recs[k]["text"]
+    keep = ref.lines[::2]
+    out = tmp_path / "k.jsonl"
+    write_kept_lines(str(p), keep, str(out), block_bytes=64)
+    assert out.read_bytes() == b"".join(lines[i - 1] + b"\n" for i in keep)
+
+
+def test_integer_and_mixed_ids(tmp_path):
+    p = tmp_path / "ints.jsonl"
+    p.write_text("".join(json.dumps({"id": 10 + i, "text": f"t {i}"}) + "\n" for i in range(5)))
+    d = read_jsonl_shard(str(p))
+    assert d.ids.to_pylist() == ["10", "11", "12", "13", "14"]
+    q = tmp_path / "mixed.jsonl"
+    q.write_text('{"id": 1, "text": "a"}\n{"id": "x", "text": "b"}\n{"id": 2.5, "text": "c"}\n'
+                 '{"id": true, "text": "d"}\n')
+    d = read_jsonl_shard(str(q))
+    assert d.ids.to_pylist() == ["1", "x", "2.5", "true"]
+    c = read_corpus([str(q)], id_field=None)
+    assert c.ids.to_pylist() == [f"{q}:{i}" for i in range(1, 5)]
