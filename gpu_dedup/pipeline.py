@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 from .backend import get_backend
 from .config import Config
 from .engine import deduplicate, scurve_summary
-from .errors import InputError
+from .errors import DedupError, InputError
 from .io.sources import expand_inputs, read_corpus
 from .report import build_report
 from .timing import StageTimer
@@ -36,20 +36,20 @@ def _inside(child: str, parent: str) -> bool:
 def check_output(output: str, inputs: list[str], raw_inputs, overwrite: bool) -> None:
     """Refuse an output directory that is, holds or sits inside an input, or
     that is non-empty without ``overwrite``."""
-    for spec in list(raw_inputs) + inputs:
+    for spec in list(raw_inputs) + list(inputs):
         spec = str(spec)
         if os.path.exists(spec) and (_inside(output, spec) or _inside(spec, output)):
             raise InputError(f"{output}: the output directory must not be an input, "
-                             f"hold one or sit inside one ({spec})")
+                             f"hold one or sit inside one ({spec}); choose another --output")
     if os.path.exists(output):
         if not os.path.isdir(output):
-            raise InputError(f"{output}: exists and is not a directory")
+            raise InputError(f"{output}: exists and is not a directory; choose another --output")
         if os.listdir(output) and not overwrite:
             raise InputError(f"{output}: output directory is not empty; pass --overwrite "
-                             f"to replace it")
+                             f"to replace it, or choose another --output")
 
 
-def write_outputs(tmp: str, result, corpus) -> dict:
+def write_outputs(tmp: str, result, corpus, progress=None) -> dict:
     """clusters.parquet, pairs.parquet and data/ into ``tmp``."""
     ids = corpus.ids.cast(pa.string())
     pq.write_table(pa.table({"id": ids,
@@ -63,14 +63,17 @@ def write_outputs(tmp: str, result, corpus) -> dict:
     data_dir = os.path.join(tmp, "data")
     os.makedirs(data_dir)
     start = 0
+    total = max(len(corpus), 1)
     for sh in corpus.shards:
         n = len(sh)
         path = os.path.join(data_dir, sh.out_name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         sh.write_kept(result.kept[start:start + n], path)
         start += n
+        if progress is not None:
+            progress(start / total)
     return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
-            "report": "report.json"}
+            "report": "report.json", "report_html": "report.html"}
 
 
 def _swap_in(tmp: str, output: str) -> None:
@@ -85,9 +88,29 @@ def _swap_in(tmp: str, output: str) -> None:
 
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
         text_field: str = "text", id_field: str | None = "id", overwrite: bool = False,
-        gpu_memory=None, on_stage=None) -> dict:
+        gpu_memory=None, on_stage=None, on_progress=None, on_bad_record: str = "error",
+        html: bool = True) -> dict:
     """Deduplicate ``inputs`` into ``output``; returns the report (also written
-    as ``report.json``)."""
+    as ``report.json``).
+
+    Args:
+        inputs: files, directories and glob patterns (see :mod:`gpu_dedup.io.sources`).
+        output: the output directory; refused when it is non-empty (unless
+            ``overwrite``) or when it is, holds or sits inside an input.
+        config: the :class:`Config` (defaults if None).
+        device: ``"cpu"``, ``"gpu"`` or ``"auto"``.
+        text_field, id_field: the fields holding the text and a unique id
+            (``id_field=None``: ids are generated as ``FILE:LINE``).
+        on_stage: called with each stage's name as it starts.
+        on_progress: called with the fraction done of the read and write stages.
+        on_bad_record: ``"error"`` (stop at the first bad record) or ``"skip"``
+            (leave bad records out, count them and list them in the report).
+        html: also write ``report.html``.
+
+    Example:
+        >>> report = run(["shards/"], "out", Config(threshold=0.8))  # doctest: +SKIP
+        >>> report["documents"]["removed"]                          # doctest: +SKIP
+    """
     t_start = time.perf_counter()
     cfg = (config or Config()).resolved()
     paths = expand_inputs(inputs)
@@ -97,28 +120,52 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     log.info(device_line)
     timer = StageTimer(on_stage)
     with timer("read"):
-        corpus = read_corpus(paths, text_field, id_field)
-    log.info("read %d documents from %d file(s)", len(corpus), len(paths))
+        corpus = read_corpus(paths, text_field, id_field, on_bad_record, progress=on_progress)
+    log.info("read %d documents from %d input(s)", len(corpus), len(corpus.shards))
+    if corpus.skipped:
+        log.warning("skipped %d bad record(s); the first: %s", len(corpus.skipped),
+                    corpus.skipped[0])
     result = deduplicate(corpus.texts, cfg, backend, timer)
 
     parent = os.path.dirname(output)
-    os.makedirs(parent, exist_ok=True)
     tmp = os.path.join(parent, f".{os.path.basename(output)}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    os.makedirs(tmp)
+    made_parent = None
     try:
+        if not os.path.isdir(parent):
+            made_parent = parent
+            while not os.path.isdir(os.path.dirname(made_parent)):
+                made_parent = os.path.dirname(made_parent)
+            os.makedirs(parent)
+        shutil.rmtree(tmp, ignore_errors=True)
+        os.makedirs(tmp)
         with timer("write"):
-            outputs = write_outputs(tmp, result, corpus)
+            outputs = write_outputs(tmp, result, corpus, on_progress)
         seconds = dict(timer.seconds)
         seconds["total"] = time.perf_counter() - t_start
         report = build_report(result, corpus, cfg, scurve_summary(cfg), seconds,
-                              device_line.split(": ", 1)[1], outputs)
+                              device_line.split(": ", 1)[1], outputs,
+                              on_bad_record=on_bad_record)
+        if html:
+            if on_stage is not None:
+                on_stage("report")
+            t0 = time.perf_counter()
+            from .report_html import write_html
+            write_html(os.path.join(tmp, "report.html"), report, result, corpus)
+            report["seconds"]["report"] = time.perf_counter() - t0
+            report["seconds"]["total"] = time.perf_counter() - t_start
+        else:
+            del report["outputs"]["report_html"]
         with open(os.path.join(tmp, "report.json"), "w") as f:
             json.dump(report, f, indent=2, sort_keys=False)
             f.write("\n")
         _swap_in(tmp, output)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if made_parent is not None:
+            shutil.rmtree(made_parent, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, DedupError):
+            raise DedupError(f"{output}: cannot write the outputs: "
+                             f"{exc.strerror or exc}") from exc
         raise
     return report
 
@@ -126,10 +173,14 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
 def summary_line(report: dict) -> str:
     d = report["documents"]
     e = report["edges"]
-    return (f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} "
+    line = (f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} "
             f"({d['exact_removed']:,} exact, {d['fuzzy_removed']:,} near-duplicate); "
             f"{e['candidates']:,} candidate edges, {e['verified']:,} verified; "
             f"{report['seconds']['total']:.2f}s")
+    bad = report.get("bad_records", {}).get("skipped", 0)
+    if bad:
+        line += f"; skipped {bad:,} bad record(s)"
+    return line
 
 
 def kept_mask(output: str) -> np.ndarray:

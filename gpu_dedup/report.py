@@ -1,4 +1,7 @@
-"""report.json: what a run read, found, removed, and how long it took."""
+"""report.json: what a run read, found, removed, and how long it took.
+
+``report.html``, the same for a person, is :mod:`gpu_dedup.report_html`.
+"""
 from __future__ import annotations
 
 import platform
@@ -24,8 +27,14 @@ def versions() -> dict:
     return out
 
 
-def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, outputs: dict) -> dict:
+#: At most this many skipped records are listed in report.json (all are counted).
+MAX_LISTED_BAD_RECORDS = 10_000
+
+
+def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, outputs: dict,
+                 on_bad_record: str = "error") -> dict:
     s = result.stats
+    skipped = corpus.skipped if hasattr(corpus, "skipped") else []
     return {
         "documents": {
             "in": s["documents"],
@@ -45,11 +54,18 @@ def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, 
             "rounds": s["rounds"],
             "unresolved": s["unresolved_edges"],
         },
+        "bad_records": {
+            "policy": on_bad_record,
+            "skipped": len(skipped),
+            "records": skipped[:MAX_LISTED_BAD_RECORDS],
+            "listed_all": len(skipped) <= MAX_LISTED_BAD_RECORDS,
+        },
         "parameters": {**cfg.to_dict(), "name": cfg.name, "s_curve": scurve},
         "device": device,
         "seconds": seconds,
         "inputs": [{"path": sh.path, "format": sh.fmt, "compression": sh.compression,
-                    "documents": len(sh), "output": "data/" + sh.out_name} for sh in corpus.shards],
+                    "documents": len(sh), "skipped": len(getattr(sh, "skipped", [])),
+                    "output": "data/" + sh.out_name} for sh in corpus.shards],
         "outputs": outputs,
         "versions": versions(),
     }

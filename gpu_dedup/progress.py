@@ -1,0 +1,96 @@
+"""Progress bars per stage, on a terminal.
+
+:class:`StageProgress` is the ``on_stage`` / ``on_progress`` pair that
+:func:`gpu_dedup.pipeline.run` accepts: each stage gets its own line (a bar for
+the stages that report a fraction done, read and write; elapsed seconds for
+the others). Bars appear only after a stage has run for ``delay`` seconds, so
+short runs print nothing, and only when stderr is a terminal.
+"""
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+
+def wanted(quiet: bool = False, stream=None) -> bool:
+    """Whether to show progress: not quiet, stderr a terminal, tqdm installed."""
+    stream = stream or sys.stderr
+    if quiet or not getattr(stream, "isatty", lambda: False)():
+        return False
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+#: Stages that report the fraction done; the others show elapsed seconds.
+FRACTION_STAGES = ("read", "write")
+
+
+class StageProgress:
+    """One tqdm bar per stage, refreshed by a background thread.
+
+    Example:
+        >>> with StageProgress() as prog:                       # doctest: +SKIP
+        ...     run(inputs, out, on_stage=prog.stage, on_progress=prog.fraction)
+    """
+
+    def __init__(self, stream=None, delay: float = 0.5, refresh: float = 0.25):
+        self.stream = stream or sys.stderr
+        self.delay = delay
+        self.refresh = refresh
+        self._bar = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = None
+        self._t0 = time.monotonic()
+
+    def __enter__(self):
+        self._thread = threading.Thread(target=self._tick, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def _tick(self):
+        while not self._stop.wait(self.refresh):
+            with self._lock:
+                if self._bar is not None and time.monotonic() - self._t0 >= self.delay:
+                    self._bar.refresh()
+
+    def stage(self, name: str) -> None:
+        """A new stage starts: finish the previous bar and open one for ``name``."""
+        from tqdm import tqdm
+        with self._lock:
+            self._finish()
+            fmt = ("{desc} {percentage:3.0f}%|{bar:30}| {elapsed}" if name in FRACTION_STAGES
+                   else "{desc} {elapsed}")
+            self._t0 = time.monotonic()
+            self._bar = tqdm(total=100, desc=f"{name:<11}", file=self.stream, leave=True,
+                             delay=self.delay, bar_format=fmt)
+
+    def fraction(self, f: float) -> None:
+        """The current stage is ``f`` (0..1) done."""
+        with self._lock:
+            if self._bar is None:
+                return
+            n = max(0.0, min(1.0, float(f))) * 100
+            self._bar.update(n - self._bar.n)
+
+    def _finish(self):
+        if self._bar is not None:
+            self._bar.update(100 - self._bar.n)
+            self._bar.close()
+            self._bar = None
+
+    def close(self) -> None:
+        self._stop.set()
+        with self._lock:
+            self._finish()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+            self._thread = None

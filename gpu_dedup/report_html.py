@@ -1,0 +1,391 @@
+"""report.html: one self-contained page a person opens after a run.
+
+It shows the counts (in, removed as exact and as near duplicates, kept), the
+seconds per stage, the S-curve of the parameters used with the threshold
+marked, the distribution of cluster sizes, the distribution of the
+similarities of verified edges, and the largest clusters: the kept document
+beside a few removed ones, with the words that differ highlighted.
+
+Everything is inline (CSS and SVG); the page loads nothing and runs no script.
+All text from the corpus is HTML-escaped.
+"""
+from __future__ import annotations
+
+import difflib
+import html
+import math
+
+import numpy as np
+
+from .params import approx_threshold, collision_probability
+
+#: Clusters shown, largest first, and removed documents shown per cluster.
+TOP_CLUSTERS = 20
+REMOVED_PER_CLUSTER = 3
+#: Words of a document compared and shown at most; equal runs longer than
+#: ``2 * CONTEXT_WORDS`` are shortened to their ends.
+MAX_WORDS = 2000
+CONTEXT_WORDS = 12
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1d2430;
+background:#f6f7f9}
+main{max-width:1150px;margin:0 auto;padding:24px}
+h1{font-size:24px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 10px}
+.sub{color:#5b6472;font-size:13px}
+.cards{display:flex;flex-wrap:wrap;gap:12px;margin-top:16px}
+.card{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:12px 16px;min-width:150px}
+.card .n{font-size:26px;font-weight:600} .card .l{color:#5b6472;font-size:13px}
+.card.kept .n{color:#1f7a3a} .card.exact .n{color:#a33a3a} .card.fuzzy .n{color:#b86b00}
+.panel{background:#fff;border:1px solid #dde1e7;border-radius:8px;padding:14px;margin-top:12px}
+.grid{display:grid;grid-template-columns:1fr 1fr;gap:12px}
+table{border-collapse:collapse;font-size:13px} td,th{padding:3px 10px;text-align:left;
+border-bottom:1px solid #eceff3} th{color:#5b6472;font-weight:500}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+svg text{font-size:11px;fill:#3b4350} .axis{stroke:#8a93a0;stroke-width:1}
+.cluster{background:#fff;border:1px solid #dde1e7;border-radius:8px;margin-top:12px;padding:10px 14px}
+.cluster h3{font-size:14px;margin:0 0 8px} .docs{display:flex;gap:10px;overflow-x:auto}
+.doc{flex:1 1 0;min-width:240px;border:1px solid #e3e6eb;border-radius:6px;padding:8px;
+font-size:12.5px;line-height:1.45;background:#fbfcfd;word-wrap:break-word}
+.doc.kept{border-color:#7fc495;background:#f3fbf5} .doc .id{font-weight:600;font-size:12px;
+margin-bottom:4px;color:#3b4350;word-break:break-all}
+del{background:#ffd7d5;text-decoration:line-through;color:#8c1d18}
+ins{background:#c9f2d0;text-decoration:none;color:#0f5a23}
+.gap{color:#8a93a0;font-style:italic}
+.note{color:#5b6472;font-size:12px}
+"""
+
+
+def _e(s) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _fmt(x) -> str:
+    if isinstance(x, (bool, np.bool_)):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:,.3f}" if abs(x) < 100 else f"{x:,.1f}"
+    if isinstance(x, (int, np.integer)):
+        return f"{int(x):,}"
+    return _e(x)
+
+
+# ---------------------------------------------------------------------------
+# SVG charts
+# ---------------------------------------------------------------------------
+
+def svg_scurve(bands: int, rows: int, threshold: float, width: int = 520,
+               height: int = 300) -> str:
+    """The S-curve ``1-(1-s^r)^b`` with the threshold marked."""
+    ml, mr, mt, mb = 46, 16, 16, 40
+    w, h = width - ml - mr, height - mt - mb
+    s = np.linspace(0, 1, 201)
+    p = collision_probability(s, bands, rows)
+    pts = " ".join(f"{ml + x * w:.1f},{mt + (1 - y) * h:.1f}" for x, y in zip(s, p))
+    out = [f'<svg class="chart scurve" role="img" aria-label="S-curve" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    for k in range(0, 11, 2):
+        v = k / 10
+        x = ml + v * w
+        y = mt + (1 - v) * h
+        out.append(f'<line x1="{x:.1f}" y1="{mt}" x2="{x:.1f}" y2="{mt + h}" stroke="#eef0f3"/>')
+        out.append(f'<line x1="{ml}" y1="{y:.1f}" x2="{ml + w}" y2="{y:.1f}" stroke="#eef0f3"/>')
+        out.append(f'<text x="{x:.1f}" y="{mt + h + 14}" text-anchor="middle">{v:g}</text>')
+        out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end">{v:g}</text>')
+    out.append(f'<line class="axis" x1="{ml}" y1="{mt + h}" x2="{ml + w}" y2="{mt + h}"/>')
+    out.append(f'<line class="axis" x1="{ml}" y1="{mt}" x2="{ml}" y2="{mt + h}"/>')
+    tx = ml + threshold * w
+    out.append(f'<rect x="{tx:.1f}" y="{mt}" width="{ml + w - tx:.1f}" height="{h}" '
+               f'fill="#1f7a3a" fill-opacity="0.06"/>')
+    out.append(f'<polyline points="{pts}" fill="none" stroke="#2f5fb3" stroke-width="2.5"/>')
+    out.append(f'<line x1="{tx:.1f}" y1="{mt}" x2="{tx:.1f}" y2="{mt + h}" stroke="#c0392b" '
+               f'stroke-width="1.5" stroke-dasharray="5,4"/>')
+    py = float(collision_probability(threshold, bands, rows))
+    out.append(f'<circle cx="{tx:.1f}" cy="{mt + (1 - py) * h:.1f}" r="4" fill="#c0392b"/>')
+    out.append(f'<text x="{tx + 6:.1f}" y="{mt + 12}" fill="#c0392b">threshold {threshold:g}: '
+               f'P(candidate) = {py:.3f}</text>')
+    at = approx_threshold(bands, rows)
+    out.append(f'<text x="{ml + w}" y="{mt + h - 8}" text-anchor="end">{bands} bands x {rows} '
+               f'rows, (1/b)^(1/r) = {at:.3f}</text>')
+    out.append(f'<text x="{ml + w / 2}" y="{height - 6}" text-anchor="middle">similarity of a '
+               f'pair</text>')
+    out.append(f'<text transform="rotate(-90)" x="{-(mt + h / 2)}" y="12" '
+               f'text-anchor="middle">P(candidate)</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def svg_bars(labels, values, title: str, xlabel: str, log: bool = False, width: int = 520,
+             height: int = 300, color: str = "#2f5fb3") -> str:
+    """A bar chart (``log``: heights on a log scale) with each count written
+    above its bar."""
+    ml, mr, mt, mb = 46, 12, 22, 46
+    w, h = width - ml - mr, height - mt - mb
+    vals = [float(v) for v in values]
+    top = max(vals) if vals else 0.0
+
+    def hgt(v):
+        if top <= 0 or v <= 0:
+            return 0.0
+        if log:
+            return h * math.log10(1 + v) / math.log10(1 + top)
+        return h * v / top
+
+    n = max(len(vals), 1)
+    bw = w / n
+    out = [f'<svg class="chart bars" role="img" aria-label="{_e(title)}" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    out.append(f'<line class="axis" x1="{ml}" y1="{mt + h}" x2="{ml + w}" y2="{mt + h}"/>')
+    step = max(1, int(math.ceil(n / 12)))
+    for i, (lab, v) in enumerate(zip(labels, vals)):
+        bh = hgt(v)
+        x = ml + i * bw
+        out.append(f'<rect x="{x + 1:.1f}" y="{mt + h - bh:.1f}" width="{max(bw - 2, 1):.1f}" '
+                   f'height="{bh:.1f}" fill="{color}"><title>{_e(lab)}: {int(v):,}</title></rect>')
+        if v > 0 and (n <= 24 or i % step == 0):
+            out.append(f'<text x="{x + bw / 2:.1f}" y="{mt + h - bh - 3:.1f}" '
+                       f'text-anchor="middle">{int(v):,}</text>')
+        if i % step == 0:
+            out.append(f'<text x="{x + bw / 2:.1f}" y="{mt + h + 14}" '
+                       f'text-anchor="middle">{_e(lab)}</text>')
+    out.append(f'<text x="{ml + w / 2}" y="{height - 8}" text-anchor="middle">{_e(xlabel)}'
+               f'{" (log scale)" if log else ""}</text>')
+    if not vals or top <= 0:
+        out.append(f'<text x="{ml + w / 2}" y="{mt + h / 2}" text-anchor="middle">none</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def svg_stage_seconds(seconds: dict, width: int = 520) -> str:
+    items = [(k, float(v)) for k, v in seconds.items() if k != "total"]
+    row = 22
+    ml, mr = 90, 70
+    height = 10 + row * max(len(items), 1)
+    w = width - ml - mr
+    top = max([v for _, v in items] + [1e-9])
+    out = [f'<svg class="chart stages" role="img" aria-label="seconds per stage" width="{width}" '
+           f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
+    for i, (k, v) in enumerate(items):
+        y = 5 + i * row
+        bw = max(w * v / top, 1)
+        out.append(f'<text x="{ml - 6}" y="{y + 14}" text-anchor="end">{_e(k)}</text>')
+        out.append(f'<rect x="{ml}" y="{y + 3}" width="{bw:.1f}" height="{row - 8}" '
+                   f'fill="#6b8fd6"/>')
+        out.append(f'<text x="{ml + bw + 5:.1f}" y="{y + 14}">{v:.3f} s</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def size_histogram(sizes: np.ndarray):
+    """Cluster sizes in bins 1, 2, 3, 4, 5-8, 9-16, ...: ``(labels, counts)``."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if sizes.size == 0:
+        return [], []
+    edges = [1, 2, 3, 4, 5]
+    top = int(sizes.max())
+    while edges[-1] <= top:
+        edges.append(edges[-1] * 2 - 1 if edges[-1] > 4 else edges[-1] + 1)
+    edges = sorted(set(edges))
+    labels, counts = [], []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        c = int(((sizes >= lo) & (sizes < hi)).sum())
+        labels.append(str(lo) if hi - lo == 1 else f"{lo}-{hi - 1}")
+        counts.append(c)
+    while counts and counts[-1] == 0:
+        labels.pop()
+        counts.pop()
+    return labels, counts
+
+
+def similarity_histogram(sims: np.ndarray, lo: float, bins: int = 20):
+    sims = np.asarray(sims, dtype=np.float64)
+    lo = float(min(lo, sims.min())) if sims.size else float(lo)
+    lo = math.floor(lo * 20) / 20
+    edges = np.linspace(lo, 1.0, bins + 1)
+    counts, _ = np.histogram(sims, bins=edges)
+    labels = [f"{a:.2f}" for a in edges[:-1]]
+    return labels, counts.tolist()
+
+
+# ---------------------------------------------------------------------------
+# clusters and word differences
+# ---------------------------------------------------------------------------
+
+def _collapse(ops, words_a, words_b):
+    """Render both sides of a word diff, shortening long equal runs."""
+    left, right = [], []
+    for tag, a0, a1, b0, b1 in ops:
+        if tag == "equal":
+            n = a1 - a0
+            if n > 2 * CONTEXT_WORDS + 4:
+                head = " ".join(_e(w) for w in words_a[a0:a0 + CONTEXT_WORDS])
+                tail = " ".join(_e(w) for w in words_a[a1 - CONTEXT_WORDS:a1])
+                gap = f'<span class="gap">… {n - 2 * CONTEXT_WORDS:,} same words …</span>'
+                left.append(f"{head} {gap} {tail}")
+                right.append(f"{head} {gap} {tail}")
+            else:
+                t = " ".join(_e(w) for w in words_a[a0:a1])
+                left.append(t)
+                right.append(t)
+            continue
+        if a1 > a0:
+            left.append("<del>" + " ".join(_e(w) for w in words_a[a0:a1]) + "</del>")
+        if b1 > b0:
+            right.append("<ins>" + " ".join(_e(w) for w in words_b[b0:b1]) + "</ins>")
+    return " ".join(x for x in left if x), " ".join(x for x in right if x)
+
+
+def word_diff(kept: str, other: str) -> tuple[str, str, int]:
+    """HTML of ``kept`` with the words ``other`` lacks struck out, of ``other``
+    with the words ``kept`` lacks highlighted, and the number of words that
+    differ (either side)."""
+    a = kept.split()
+    b = other.split()
+    more = ""
+    if len(a) > MAX_WORDS or len(b) > MAX_WORDS:
+        more = f' <span class="gap">… (first {MAX_WORDS:,} words compared)</span>'
+        a, b = a[:MAX_WORDS], b[:MAX_WORDS]
+    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    ops = sm.get_opcodes()
+    diff = sum(max(a1 - a0, b1 - b0) for tag, a0, a1, b0, b1 in ops if tag != "equal")
+    left, right = _collapse(ops, a, b)
+    return left + more, right + more, diff
+
+
+def largest_clusters(cluster: np.ndarray, kept: np.ndarray, top: int = TOP_CLUSTERS):
+    """``[(cluster_label, members)]`` of the ``top`` largest clusters with
+    duplicates, largest first (ties: smallest label); members in input order."""
+    cluster = np.asarray(cluster)
+    if cluster.size == 0:
+        return []
+    labels, counts = np.unique(cluster, return_counts=True)
+    multi = counts > 1
+    labels, counts = labels[multi], counts[multi]
+    order = np.lexsort((labels, -counts))[:top]
+    chosen = labels[order]
+    pos = np.flatnonzero(np.isin(cluster, chosen))
+    out = []
+    for c in chosen.tolist():
+        out.append((int(c), pos[cluster[pos] == c]))
+    return out
+
+
+def _clusters_html(result, corpus) -> str:
+    texts = corpus.texts
+    ids = corpus.ids
+    parts = []
+    groups = largest_clusters(result.cluster, result.kept)
+    if not groups:
+        return '<p class="note">No duplicates were found.</p>'
+    for rank, (label, members) in enumerate(groups, 1):
+        keep_idx = members[np.asarray(result.kept)[members]]
+        k = int(keep_idx[0]) if keep_idx.size else int(members[0])
+        removed = [int(m) for m in members if int(m) != k][:REMOVED_PER_CLUSTER]
+        kept_text = texts[k].as_py()
+        docs = []
+        kept_html = None
+        for m in removed:
+            other = texts[m].as_py()
+            left, right, nd = word_diff(kept_text, other)
+            if kept_html is None:
+                kept_html = left
+            same = "identical text" if other == kept_text else f"{nd:,} word(s) differ"
+            docs.append(f'<div class="doc removed"><div class="id">removed: {_e(ids[m].as_py())}'
+                        f' <span class="note">({same})</span></div>{right}</div>')
+        parts.append(
+            f'<div class="cluster"><h3>#{rank}: {len(members):,} documents '
+            f'<span class="note">(cluster {label}; showing {len(removed)} of '
+            f'{len(members) - 1:,} removed; struck-out words in the kept document are missing '
+            f'from the first removed one)</span></h3><div class="docs">'
+            f'<div class="doc kept"><div class="id">kept: {_e(ids[k].as_py())}</div>'
+            f'{kept_html or _e(kept_text)}</div>{"".join(docs)}</div></div>')
+    return "".join(parts)
+
+
+def _table(rows) -> str:
+    body = "".join(f"<tr><th>{_e(k)}</th><td class=\"num\">{_fmt(v)}</td></tr>" for k, v in rows)
+    return f"<table>{body}</table>"
+
+
+def render(report: dict, result, corpus) -> str:
+    """The page, as a string."""
+    d = report["documents"]
+    e = report["edges"]
+    p = report["parameters"]
+    cards = [("in", d["in"], "documents in", ""), ("exact", d["exact_removed"],
+             "removed as exact duplicates", "exact"),
+             ("fuzzy", d["fuzzy_removed"], "removed as near duplicates", "fuzzy"),
+             ("kept", d["kept"], "kept", "kept")]
+    cards_html = "".join(f'<div class="card {cls}" id="count-{key}"><div class="n">{n:,}</div>'
+                         f'<div class="l">{_e(label)}</div></div>'
+                         for key, n, label, cls in cards)
+    cluster = np.asarray(result.cluster)
+    _, sizes = np.unique(cluster, return_counts=True) if cluster.size else (None, np.zeros(0))
+    sl, sc = size_histogram(sizes)
+    fuzzy = ~np.asarray(result.pair_exact, dtype=bool)
+    sims = np.asarray(result.pair_similarity, dtype=np.float64)[fuzzy]
+    hl, hc = similarity_histogram(sims, float(p["threshold"]))
+    n_exact_edges = int((~fuzzy).sum())
+    bad = report.get("bad_records", {})
+    details = [("clusters", report["clusters"]["total"]),
+               ("clusters with duplicates", report["clusters"]["with_duplicates"]),
+               ("candidate edges", e["candidates"]), ("verified edges", e["verified"]),
+               ("exact edges", e["exact"]), ("verification rounds", e["rounds"]),
+               ("documents without shingles", d["without_shingles"]),
+               ("invalid UTF-8 replaced", d["invalid_utf8_replaced"]),
+               ("bad records skipped", bad.get("skipped", 0))]
+    params = [(k, p[k]) for k in ("shingle", "ngram", "num_perm", "bands", "rows", "threshold",
+                                  "seed", "similarity", "verify", "exact", "keep")
+              if k in p]
+    params.insert(2, ("normalize", ", ".join(p.get("normalize") or []) or "none"))
+    bad_html = ""
+    if bad.get("skipped"):
+        items = "".join(f"<li>{_e(r)}</li>" for r in bad.get("records", [])[:50])
+        bad_html = (f'<h2>Bad records skipped</h2><div class="panel"><p>{bad["skipped"]:,} '
+                    f'record(s) were left out; report.json lists them.</p><ul>{items}</ul></div>')
+    inputs = "".join(f"<tr><td>{_e(i['path'])}</td><td>{_e(i['format'])}"
+                     f"{' / ' + _e(i['compression']) if i.get('compression') else ''}</td>"
+                     f"<td class=\"num\">{i['documents']:,}</td><td>{_e(i['output'])}</td></tr>"
+                     for i in report.get("inputs", []))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>gpu-dedup report: {_e(p.get('name', ''))}</title>
+<style>{_CSS}</style></head>
+<body><main>
+<h1>Deduplication report</h1>
+<div class="sub">{_e(p.get('name', ''))} · device {_e(report.get('device', ''))} ·
+gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
+{report['seconds'].get('total', 0.0):.2f} s</div>
+<div class="cards">{cards_html}</div>
+<div class="grid">
+<section><h2>Seconds per stage</h2><div class="panel">{svg_stage_seconds(report['seconds'])}</div></section>
+<section><h2>Counts</h2><div class="panel">{_table(details)}</div></section>
+</div>
+<div class="grid">
+<section id="scurve"><h2>S-curve of the parameters used</h2><div class="panel">
+{svg_scurve(int(p['bands']), int(p['rows']), float(p['threshold']))}</div></section>
+<section><h2>Parameters</h2><div class="panel">{_table(params)}</div></section>
+</div>
+<div class="grid">
+<section id="sizes"><h2>Cluster sizes</h2><div class="panel">
+{svg_bars(sl, sc, "cluster sizes", "documents per cluster", log=True)}</div></section>
+<section id="similarities"><h2>Similarity of verified edges</h2><div class="panel">
+{svg_bars(hl, hc, "similarity of verified edges", "similarity", color="#b86b00")}
+<p class="note">{sims.size:,} near-duplicate edges; {n_exact_edges:,} exact-duplicate edges
+(similarity 1) are not drawn.</p></div></section>
+</div>
+<h2 id="largest">The {TOP_CLUSTERS} largest clusters</h2>
+{_clusters_html(result, corpus)}
+{bad_html}
+<h2>Inputs</h2><div class="panel"><table><tr><th>input</th><th>format</th><th>documents</th>
+<th>kept rows in</th></tr>{inputs}</table></div>
+</main></body></html>
+"""
+
+
+def write_html(path: str, report: dict, result, corpus) -> None:
+    """Write ``report.html`` for a finished run."""
+    page = render(report, result, corpus)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(page)
