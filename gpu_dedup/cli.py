@@ -12,9 +12,9 @@ import sys
 import tempfile
 
 import click
+from click.core import ParameterSource
 
 from . import __version__
-from .config import Config
 from .errors import DedupError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
@@ -32,20 +32,37 @@ class _Group(click.Group):
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
-@click.version_option(__version__, prog_name="gpu-dedup")
+@click.version_option(__version__, prog_name="gpu-dedup", help="Show the version and exit.")
 @click.option("--debug", is_flag=True, help="Show tracebacks instead of one-line errors.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]),
               help="How much to log on stderr.")
 def main(debug, log_level):
     """Near-duplicate detection for text corpora: MinHash signatures, LSH
-    banding, verified edges and connected components, on the CPU or a GPU."""
+    banding, verified edges and connected components, on the CPU or a GPU.
+
+    Start with `gpu-dedup demo`; deduplicate your shards with
+    `gpu-dedup run INPUT... -o DIR`."""
     logging.basicConfig(level=getattr(logging, log_level.upper()),
                         format="%(levelname)s: %(message)s")
 
 
+#: Options that map to Config fields: (click name, Config field, converter).
+_CONFIG_FIELDS = [("shingle", "shingle", str), ("ngram", "ngram", int),
+                  ("normalize", "normalize", str), ("num_perm", "num_perm", int),
+                  ("bands", "bands", int), ("rows", "rows", int),
+                  ("threshold", "threshold", float), ("seed", "seed", int),
+                  ("signature_bits", "signature_bits", int),
+                  ("similarity", "similarity", str), ("verify", "verify", bool),
+                  ("exact", "exact", bool), ("keep", "keep", str)]
+
+
 def _config_options(f):
     opts = [
+        click.option("--config", "config_spec", default=None, metavar="NAME|PATH",
+                     help="A preset (default, cookbook, fineweb, nemo, slimpajama) or a TOML "
+                          "file; the options below override it when given. See "
+                          "`gpu-dedup config list`."),
         click.option("--shingle", type=click.Choice(["char", "word"]), default="char",
                      show_default=True, help="Shingles: n-grams of characters or of words."),
         click.option("--ngram", type=int, default=5, show_default=True,
@@ -80,7 +97,32 @@ def _config_options(f):
     return f
 
 
-def _make_config(kw) -> Config:
+def _given(ctx: click.Context, name: str) -> bool:
+    src = ctx.get_parameter_source(name)
+    return src not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+
+
+def _resolve_config(ctx: click.Context, kw: dict):
+    """The preset named by --config (or the built-in defaults) with the
+    options the user actually gave applied on top."""
+    from .presets import resolve
+    spec = kw.get("config_spec")
+    values, overrides = {}, {}
+    for opt, fld, conv in _CONFIG_FIELDS:
+        if opt in kw:
+            v = kw[opt]
+            values[fld] = v if v is None else conv(v)
+            if _given(ctx, opt):
+                overrides[fld] = values[fld]
+    if not spec:
+        # no preset: the options' own defaults are the base
+        return resolve(None, overrides, base=values)
+    return resolve(spec, overrides)
+
+
+def _make_config(kw):
+    """Config from options alone (no preset), for callers outside click."""
+    from .config import Config
     return Config(shingle=kw["shingle"], ngram=kw["ngram"], normalize=kw["normalize"],
                   num_perm=kw["num_perm"], bands=kw["bands"], rows=kw["rows"],
                   threshold=kw["threshold"], seed=kw["seed"],
@@ -88,65 +130,193 @@ def _make_config(kw) -> Config:
                   verify=kw["verify"], exact=kw["exact"], keep=kw["keep"])
 
 
+def _quiet_logs():
+    logging.getLogger("gpu_dedup").setLevel(logging.ERROR)
+
+
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--output", "-o", required=True, help="Output directory.")
+@click.option("--output", "-o", required=True,
+              help="Output directory: clusters.parquet, pairs.parquet, report.json, "
+                   "report.html and data/.")
 @click.option("--text-field", default="text", show_default=True, help="Field holding the text.")
 @click.option("--id-field", default="id", show_default=True,
               help="Field holding a unique id ('none' to generate FILE:LINE ids).")
 @_config_options
+@click.option("--on-bad-record", type=click.Choice(["error", "skip"]), default="error",
+              show_default=True,
+              help="A malformed record (bad JSON, no text, text not a string): stop with an "
+                   "error naming its file and line, or skip it, count it and list it in "
+                   "report.json.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
               show_default=True, help="Where to run: cpu, gpu, or auto (a GPU if usable).")
 @click.option("--gpu-memory", default=None,
               help="Device memory the GPU backend may use, e.g. 8GiB (default: a safe "
                    "share of the free memory).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report summary as JSON.")
-def run(inputs, output, text_field, id_field, device, gpu_memory, overwrite, quiet, as_json,
-        **kw):
-    """Deduplicate INPUTS (JSONL, JSONL.gz/.zst, Parquet files or directories)
-    into OUTPUT: clusters.parquet, pairs.parquet, report.json and data/."""
+@click.option("--html/--no-html", default=True, show_default=True,
+              help="Also write report.html.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success (no progress).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the report summary as JSON on stdout.")
+@click.pass_context
+def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_memory,
+        overwrite, html, quiet, as_json, **kw):
+    """Deduplicate INPUTS into OUTPUT.
+
+    INPUTS are files, directories and glob patterns: JSONL (.jsonl, .jsonl.gz,
+    .jsonl.zst), Parquet (files, or directories of shards such as a Hugging Face
+    export) and plain text (a directory of .txt files, one document each, the
+    relative path as id). OUTPUT gets clusters.parquet, pairs.parquet,
+    report.json, report.html and data/ (the kept records, one shard per input
+    shard, in the input's format)."""
+    from . import progress
     from .pipeline import run as run_pipeline, summary_line
-    cfg = _make_config(kw)
-    report = run_pipeline(inputs, output, cfg, device=device, text_field=text_field,
-                          id_field=None if id_field.lower() == "none" else id_field,
-                          overwrite=overwrite, gpu_memory=gpu_memory)
+    res = _resolve_config(ctx, kw)
+    if quiet:
+        _quiet_logs()
+    prog = progress.StageProgress() if progress.wanted(quiet) else None
+    try:
+        if prog is not None:
+            prog.__enter__()
+        report = run_pipeline(inputs, output, res.config, device=device, text_field=text_field,
+                              id_field=None if id_field.lower() == "none" else id_field,
+                              overwrite=overwrite, gpu_memory=gpu_memory,
+                              on_stage=prog.stage if prog else None,
+                              on_progress=prog.fraction if prog else None,
+                              on_bad_record=on_bad_record, html=html)
+    finally:
+        if prog is not None:
+            prog.close()
     if device == "auto" and not quiet:
         click.echo(report["device"] if report["device"].startswith("auto") else
                    f"device: {report['device']}", err=True)
     if as_json:
         click.echo(json.dumps({k: report[k] for k in ("documents", "clusters", "edges",
-                                                       "seconds", "device")}))
+                                                       "bad_records", "seconds", "device")}))
     elif not quiet:
         click.echo(summary_line(report))
+        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html' if html else 'report.json')}")
+
+
+@main.command(context_settings=CONTEXT)
+@click.option("--threshold", "-t", type=float, default=0.8, show_default=True,
+              help="Similarity at which two documents are duplicates.")
+@click.option("--num-perm", "-k", type=int, default=128, show_default=True,
+              help="Hash budget K (number of MinHash hash functions).")
+@click.option("--fp-weight", type=float, default=None,
+              help="Weight of the false-positive area in the choice (default: the engine's, "
+                   "0.05).")
+@click.option("--fn-weight", type=float, default=None,
+              help="Weight of the false-negative area in the choice (default: the engine's, "
+                   "0.95).")
+@click.option("--plot", default=None, metavar="FILE.png",
+              help="Also draw the S-curves, the threshold marked, into this PNG.")
+@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
+def tune(threshold, num_perm, fp_weight, fn_weight, plot, as_json):
+    """Show how to split K hashes into bands and rows for a threshold.
+
+    Prints the cookbook's table (every split with bands x rows = K: the
+    approximate threshold (1/b)^(1/r), the probability of becoming a candidate at
+    a few similarities, the false-positive and false-negative areas under the
+    S-curve) and the recommended split, the one `gpu-dedup run --threshold T
+    --num-perm K` uses."""
+    from .params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT
+    from .tune import format_table, plot as plot_table, to_dict, tune_table
+    t = tune_table(threshold, num_perm,
+                   DEFAULT_FP_WEIGHT if fp_weight is None else fp_weight,
+                   DEFAULT_FN_WEIGHT if fn_weight is None else fn_weight)
+    if plot:
+        plot_table(t, plot)
+    if as_json:
+        d = to_dict(t)
+        if plot:
+            d["plot"] = os.path.abspath(plot)
+        click.echo(json.dumps(d, indent=2))
+        return
+    click.echo(format_table(t))
+    if plot:
+        click.echo(f"plot: {os.path.abspath(plot)}")
+
+
+@main.group(context_settings=CONTEXT)
+def config():
+    """Presets and the resolved configuration."""
+
+
+@config.command("show", context_settings=CONTEXT)
+@_config_options
+@click.pass_context
+def config_show(ctx, **kw):
+    """Print the configuration a run would use, as TOML that --config reads
+    back: the preset (if any) with the options given applied, bands and rows
+    resolved, and the S-curve."""
+    from .presets import to_toml
+    click.echo(to_toml(_resolve_config(ctx, kw)), nl=False)
+
+
+@config.command("list", context_settings=CONTEXT)
+def config_list():
+    """List the shipped presets and the file each comes from."""
+    from .presets import preset_names, preset_path, resolve
+    for name in preset_names():
+        c = resolve(name).config.resolved()
+        click.echo(f"{name:<12} {c.name:<42} {preset_path(name)}")
+
+
+_DEMO_MARK = ".gpu-dedup-demo"
 
 
 @main.command(context_settings=CONTEXT)
 @click.option("--output", "-o", default=None,
-              help="Folder for the generated corpus and the run (default: a new temporary one).")
+              help="Folder for the generated corpus, the run's output and its report "
+                   "(default: a new folder under the system's temporary directory).")
 @click.option("--docs", type=int, default=8000, show_default=True, help="Base documents.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the corpus.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
               show_default=True, help="Where to run.")
-def demo(output, docs, seed, device):
+@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
+def demo(output, docs, seed, device, quiet):
     """Generate the cookbook's planted corpus, deduplicate it with the cookbook's
     settings (word 3-grams, 128 hashes, 32 bands x 4 rows) and score the result
-    against the plant."""
-    import pyarrow as pa
+    against the plant. Leaves the corpus, the output and report.html in a
+    folder it names."""
     import pyarrow.parquet as pq
 
+    from . import progress
     from .demo import COOKBOOK_CONFIG, planted_corpus, score
     from .pipeline import run as run_pipeline, summary_line
-    folder = output or tempfile.mkdtemp(prefix="gpu-dedup-demo-")
-    os.makedirs(folder, exist_ok=True)
+    if docs < 1:
+        raise DedupError(f"--docs must be at least 1, got {docs}")
+    if output:
+        folder = os.path.abspath(output)
+        if (os.path.isdir(folder) and os.listdir(folder)
+                and not os.path.exists(os.path.join(folder, _DEMO_MARK))):
+            raise DedupError(f"{folder}: folder is not empty and holds no earlier demo; choose "
+                             f"an empty or new --output")
+        if os.path.exists(folder) and not os.path.isdir(folder):
+            raise DedupError(f"{folder}: exists and is not a folder; choose another --output")
+        os.makedirs(folder, exist_ok=True)
+    else:
+        folder = tempfile.mkdtemp(prefix="gpu-dedup-demo-")
+    with open(os.path.join(folder, _DEMO_MARK), "w") as f:
+        f.write("made by gpu-dedup demo\n")
     texts, truth = planted_corpus(docs, seed)
     src = os.path.join(folder, "corpus.jsonl")
     with open(src, "w") as f:
         for i, t in enumerate(texts):
             f.write(json.dumps({"id": str(i), "text": t}) + "\n")
     out = os.path.join(folder, "result")
-    report = run_pipeline([src], out, COOKBOOK_CONFIG, device=device, overwrite=True)
+    prog = progress.StageProgress() if progress.wanted(quiet) else None
+    try:
+        if prog is not None:
+            prog.__enter__()
+        report = run_pipeline([src], out, COOKBOOK_CONFIG, device=device, overwrite=True,
+                              on_stage=prog.stage if prog else None,
+                              on_progress=prog.fraction if prog else None)
+    finally:
+        if prog is not None:
+            prog.close()
     cl = pq.read_table(os.path.join(out, "clusters.parquet"))
     pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
     index = {v: i for i, v in enumerate(cl["id"].to_pylist())}
@@ -158,8 +328,8 @@ def demo(output, docs, seed, device):
     click.echo(summary_line(report))
     click.echo(f"found {s['found']:,} of {s['planted_pairs']:,} planted pairs: "
                f"recall {s['recall']:.3f}, precision {s['precision']:.3f}")
-    click.echo(f"output and report: {out}")
-    del pa
+    click.echo(f"output: {out}")
+    click.echo(f"report: {os.path.join(out, 'report.html')}")
 
 
 @main.command(context_settings=CONTEXT)
