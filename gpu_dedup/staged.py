@@ -342,7 +342,11 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
         elif ids.null_count:
             miss = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))
             first_missing = int(lines[miss[0]])
-    return {"texts": texts, "ids": ids, "lines": lines, "invalid": st.invalid_utf8,
+    if hasattr(st, "replaced"):          # one flag per record
+        invalid = int(sum(int(np.count_nonzero(r)) for r in st.replaced))
+    else:                                # a count per shard
+        invalid = int(getattr(st, "invalid_utf8", 0))
+    return {"texts": texts, "ids": ids, "lines": lines, "invalid": invalid,
             "skipped": list(st.skipped), "first_missing_id": first_missing,
             "lines_read": st.line_base - lines_before}
 
@@ -660,7 +664,7 @@ def task_exact(item: tuple, ctx: Ctx) -> dict:
             first = irep[dups]
             g = int(first.min())
             dup = [g, int(iix[dups][first == g].min())]
-    meta = {"dup": dup}
+    meta = {"dup": dup, "pid": os.getpid()}
     wd.mark_done(unit, meta)
     return {**meta, "reused": 0}
 
@@ -689,7 +693,7 @@ def task_signatures(block: dict, ctx: Ctx) -> dict:
     del keys
     if _needs_signatures(cfg):
         wd.save_npy(f"{unit}.sig.npy", _host(be, sig))
-    meta = {"shingles": int(_host(be, counts).sum()) if local.size else 0}
+    meta = {"shingles": int(_host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
     wd.mark_done(unit, meta)
     return {**meta, "reused": 0}
 
@@ -730,7 +734,7 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
     edges = anchor_edges_segments(flat, d, np.asarray(seg, dtype=np.int64))
     del flat, d
     wd.save_npy(f"{name}.npy", edges)
-    meta = {"edges": int(edges.size)}
+    meta = {"edges": int(edges.size), "pid": os.getpid()}
     wd.mark_done(name, meta)
     return {**meta, "reused": 0}
 
