@@ -1,0 +1,308 @@
+"""The GPU backend against the CPU backend, bit for bit.
+
+Without a GPU, every CUDA kernel runs in Numba's CUDA simulator, in a
+subprocess started with ``NUMBA_ENABLE_CUDASIM=1`` (the simulator must be
+chosen before ``numba.cuda`` is imported), and is compared with the CPU
+kernels. The backend's array code is written against an array module and
+runs here with NumPy; tests marked ``gpu`` run it with CuPy on a real device.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_dedup import Config, deduplicate
+from gpu_dedup.backend import CpuBackend
+from gpu_dedup.backend_gpu import (bucket_edges_frame, bucket_edges_sorted, parse_memory,
+                                   probe)
+from gpu_dedup.errors import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _no_gpu_reason():
+    ok, why = probe()
+    return None if ok else why
+
+
+NO_GPU = _no_gpu_reason()
+needs_gpu = pytest.mark.skipif(NO_GPU is not None, reason=f"no usable GPU: {NO_GPU}")
+
+# Runs in the simulator; prints one JSON object {check: [identical, detail]}.
+SIM_CHECKS = textwrap.dedent(r'''
+    import json, sys
+    sys.setswitchinterval(2e-4)
+    import numpy as np, pyarrow as pa
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.backend import CpuBackend
+    from gpu_dedup.backend_gpu import GpuBackend, bucket_edges_sorted
+    from gpu_dedup.kernels import cpu, cuda as kc, hashing
+    from gpu_dedup.stages.normalize import text_buffers
+    from gpu_dedup.stages.signatures import hash_params
+
+    out = {}
+    def check(name, got, want, detail=""):
+        got, want = np.asarray(got), np.asarray(want)
+        same = got.shape == want.shape and got.dtype == want.dtype and np.array_equal(
+            got.view(np.uint8), want.view(np.uint8))
+        out[name] = [bool(same), detail or f"{got.shape} {got.dtype}"]
+
+    out["simulator"] = [bool(kc.SIMULATOR), kc.cuda.jit.__module__]
+    # one definition: the simulated kernels call code objects of the @njit functions
+    out["shared code"] = [kc._xxh64.__wrapped__.__code__ is hashing.xxh64.py_func.__code__
+                          and kc._doc_shingle_hashes.__wrapped__.__code__
+                          is cpu.doc_shingle_hashes.py_func.__code__, ""]
+
+    texts = ["", " ", "a", "ab", "abcd", "hello world", "the cat sat on the mat",
+             "the cat sat on a mat!", "x" * 45, "naïve café résumé über straße",
+             "日本語のテキストと重複の検出", "emoji 😀 rocket 🚀 and 𝔘𝔫𝔦𝔠𝔬𝔡𝔢",
+             "tabs\tand\nnew lines\u00a0nbsp\u3000ideographic  double",
+             "the quick brown fox jumps over the lazy dog " * 2]
+    off, data = text_buffers(pa.array(texts, pa.large_string()))
+    data = np.ascontiguousarray(data[:off[-1]])
+    bad = [b"ab\xf0cd\x80ef\xc3", b"\x80\x80x y", b"caf\xc3", b"\xe6\x97 \xa5 z"]
+    for b_ in bad:
+        data = np.concatenate([data, np.frombuffer(b_, np.uint8)])
+        off = np.concatenate([off, [data.size]])
+    N = off.size - 1
+    docs = np.arange(N, dtype=np.int64)
+
+    for word in (False, True):
+        m = "word" if word else "char"
+        check(f"has_shingles {m}", kc.has_shingles(np, off, data, word),
+              cpu.has_shingles(off, data, word))
+    check("text_hash128", kc.text_hash128(np, off, data), cpu.text_hash128(off, data))
+    check("codepoint_lengths", kc.codepoint_lengths(np, off, data),
+          cpu.codepoint_lengths(off, data))
+
+    for word, n, K, bits in [(False, 1, 5, 32), (False, 3, 12, 64), (False, 5, 20, 32),
+                             (False, 5, 20, 64), (True, 1, 12, 64), (True, 2, 20, 32),
+                             (True, 3, 5, 64)]:
+        a, b = hash_params(K, 7)
+        tag = f"{'word' if word else 'char'}{n} K={K} {bits}-bit"
+        sig, cnt = kc.minhash(np, off, data, docs, word, n, a, b, bits)
+        csig = np.empty_like(sig)
+        ccnt = np.empty(N, np.int64)
+        cpu.minhash(off, data, docs, word, n, a, b, 32 if bits == 32 else 0, csig, ccnt)
+        check(f"minhash {tag}", sig, csig)
+        check(f"counts {tag}", cnt, ccnt)
+        keys = kc.band_keys(np, sig, K // 4, 4)
+        ckeys = np.empty_like(keys)
+        cpu.band_keys(csig, K // 4, 4, ckeys)
+        check(f"band_keys {tag}", keys, ckeys)
+        active = cpu.has_shingles(off, data, word)
+        check(f"bucket_edges {tag}", bucket_edges_sorted(np, keys, active),
+              cpu.bucket_edges(ckeys, active))
+        ia = np.array([0, 5, 6, 7, 9, 12, 13, 14, 3], np.int64)
+        ib = np.array([1, 6, 7, 8, 10, 13, 15, 16, 3], np.int64)
+        check(f"signature_agreement {tag}", kc.signature_agreement(np, sig, ia, ib),
+              cpu.signature_agreement(csig, ia, ib))
+        so, sv = kc.shingle_sets(np, off, data, docs, word, n)
+        co, cv = cpu.shingle_sets(off, data, docs, word, n)
+        check(f"shingle_sets offsets {tag}", so, co)
+        check(f"shingle_sets values {tag}", sv, cv)
+        check(f"jaccard_edges {tag}", kc.jaccard_edges(np, so, sv, ia, ib),
+              cpu.jaccard_edges(co, cv, ia, ib))
+
+    # a subset of documents, out of order, through the general path's rounds
+    sub = np.array([16, 3, 11, 0, 12, 9, 17], np.int64)
+    a, b = hash_params(9, 3)
+    for word in (False, True):
+        sig, cnt = kc.minhash(np, off, data, sub, word, 3, a, b, 64, scratch_limit=64)
+        csig = np.empty_like(sig)
+        ccnt = np.empty(sub.size, np.int64)
+        cpu.minhash(off, data, sub, word, 3, a, b, 0, csig, ccnt)
+        check(f"minhash subset small scratch {'word' if word else 'char'}", sig, csig)
+        so, sv = kc.shingle_sets(np, off, data, sub, word, 3, scratch_limit=64)
+        co, cv = cpu.shingle_sets(off, data, sub, word, 3)
+        check(f"shingle_sets subset small scratch {'word' if word else 'char'}",
+              np.concatenate([so, sv.view(np.int64)]), np.concatenate([co, cv.view(np.int64)]))
+
+    # whole runs through the backend, with the whole budget and with a tiny one
+    # that streams the text, keeps the matrices on the host and splits rounds
+    run_texts = pa.array(texts[:14] + [texts[6] + " again", texts[7].upper(), texts[9]],
+                         pa.large_string())
+    for shingle, n, bits, similarity, mem in [("char", 4, 32, "jaccard", None),
+                                              ("word", 2, 64, "jaccard", 1500),
+                                              ("char", 3, 64, "signature", 1500)]:
+        cfg = Config(shingle=shingle, ngram=n, num_perm=16, threshold=0.5, signature_bits=bits,
+                     similarity=similarity, keep="longest")
+        be = GpuBackend(gpu_memory=mem, xp=np)
+        got = deduplicate(run_texts, cfg, be)
+        want = deduplicate(run_texts, cfg, CpuBackend())
+        tag = f"{shingle}{n} {bits}-bit {similarity} budget={mem}"
+        for f in ("cluster", "kept", "pair_a", "pair_b", "pair_similarity", "pair_exact"):
+            check(f"run {tag} {f}", getattr(got, f), getattr(want, f),
+                  f"{want.stats['verified_edges']} verified edges")
+        out[f"run {tag} backend"] = [got.backend == "cuda-sim", got.backend]
+    print(json.dumps(out))
+''')
+
+
+@pytest.fixture(scope="module")
+def sim_results():
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", SIM_CHECKS], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_simulator_ran_the_cuda_kernels(sim_results):
+    assert sim_results["simulator"][0], sim_results["simulator"]
+    assert sim_results["shared code"][0], "the CUDA kernels must call the shared hash code"
+
+
+@pytest.mark.parametrize("prefix", ["has_shingles", "text_hash128", "codepoint_lengths",
+                                    "minhash", "counts", "band_keys", "bucket_edges",
+                                    "signature_agreement", "shingle_sets", "jaccard_edges"])
+def test_simulated_kernels_match_cpu_kernels(sim_results, prefix):
+    rows = {k: v for k, v in sim_results.items() if k.startswith(prefix)}
+    assert rows, f"no {prefix} checks ran"
+    diff = {k: v[1] for k, v in rows.items() if not v[0]}
+    assert not diff, diff
+
+
+def test_simulated_backend_runs_match_cpu_runs(sim_results):
+    rows = {k: v for k, v in sim_results.items() if k.startswith("run ")}
+    assert len(rows) == 3 * 7
+    diff = {k: v[1] for k, v in rows.items() if not v[0]}
+    assert not diff, diff
+
+
+# -- array code, parametrised over the array module ---------------------------
+
+def _array_modules():
+    mods = [pytest.param(np, id="numpy")]
+    mods.append(pytest.param("cupy", id="cupy", marks=[pytest.mark.gpu, needs_gpu]))
+    return mods
+
+
+def _colliding_keys(seed, n=400, bands=6):
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    active = rng.random(n) > 0.1
+    return keys, active
+
+
+@pytest.mark.parametrize("xp", _array_modules())
+@pytest.mark.parametrize("seed", [0, 1])
+def test_bucket_edges_sorted_equals_cpu(xp, seed):
+    from gpu_dedup.kernels import cpu
+    if xp == "cupy":
+        import cupy as xp
+    keys, active = _colliding_keys(seed)
+    got = bucket_edges_sorted(xp, xp.asarray(keys), xp.asarray(active))
+    got = got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray) else got
+    want = cpu.bucket_edges(keys, active)
+    assert want.size > 100
+    assert got.dtype == np.uint64
+    np.testing.assert_array_equal(got, want)
+
+
+def test_bucket_edges_frame_equals_cpu_with_pandas():
+    pd = pytest.importorskip("pandas", reason="pandas runs the cuDF grouping code on the host")
+    from gpu_dedup.kernels import cpu
+    keys, active = _colliding_keys(3)
+    np.testing.assert_array_equal(bucket_edges_frame(pd, np, keys, active),
+                                  cpu.bucket_edges(keys, active))
+
+
+def test_bucket_edges_with_fewer_than_two_active_documents():
+    keys, _ = _colliding_keys(4, n=5)
+    one = np.array([False, True, False, False, False])
+    assert bucket_edges_sorted(np, keys, one).size == 0
+    assert bucket_edges_sorted(np, keys[:0], np.zeros(0, bool)).dtype == np.uint64
+
+
+# -- options and probing --------------------------------------------------------
+
+@pytest.mark.parametrize("spec,expected", [
+    ("8GiB", 8 << 30), ("512MiB", 512 << 20), ("8GB", 8 * 10 ** 9), ("1.5G", 3 << 29),
+    ("4096", 4096), (4096, 4096), ("  64 mib ", 64 << 20), ("2T", 2 << 40), (None, None),
+])
+def test_parse_memory(spec, expected):
+    assert parse_memory(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["8XB", "lots", "-1GiB", "0", "GiB", "1e9"])
+def test_parse_memory_rejects_with_one_line(spec):
+    with pytest.raises(ConfigError) as exc:
+        parse_memory(spec)
+    msg = str(exc.value)
+    assert "--gpu-memory" in msg and "\n" not in msg
+
+
+def test_probe_reports_the_simulator_without_touching_cupy(monkeypatch):
+    import gpu_dedup.backend_gpu as bg
+    monkeypatch.setattr(bg, "_PROBE", None)
+    monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
+    ok, why = bg.probe()
+    assert not ok and "simulator" in why
+    monkeypatch.setattr(bg, "_PROBE", None)
+
+
+@pytest.mark.skipif(NO_GPU is None, reason="a GPU is usable here")
+def test_probe_without_gpu_says_what_is_missing():
+    ok, why = probe()
+    assert not ok
+    assert why and "\n" not in why
+    assert any(w in why for w in ("CuPy", "driver", "device", "numba", "kernel"))
+
+
+def test_gpu_backend_refuses_to_run_host_arrays_outside_the_simulator():
+    # without NUMBA_ENABLE_CUDASIM the kernels module targets a real GPU
+    code = ("import numpy as np\nfrom gpu_dedup.backend_gpu import GpuBackend\n"
+            "from gpu_dedup.errors import DeviceError\n"
+            "try:\n    GpuBackend(xp=np)\nexcept DeviceError as e:\n    print('refused', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("refused")
+
+
+# -- a real GPU -------------------------------------------------------------------
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("shingle,n,bits", [("char", 5, 32), ("word", 3, 64)])
+def test_gpu_run_is_bit_identical_to_cpu(shingle, n, bits):
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.doctor import planted_texts
+    texts = pa.array(planted_texts(600, seed=11), pa.large_string())
+    cfg = Config(shingle=shingle, ngram=n, signature_bits=bits, threshold=0.7)
+    be = GpuBackend()
+    got = deduplicate(texts, cfg, be)
+    want = deduplicate(texts, cfg, CpuBackend())
+    assert got.backend == "gpu"
+    assert want.stats["removed"] > 0
+    for f in ("cluster", "kept", "pair_a", "pair_b", "pair_similarity", "pair_exact"):
+        np.testing.assert_array_equal(getattr(got, f), getattr(want, f), err_msg=f)
+    assert got.stats["device_peak_bytes"] > 0
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_kernels_match_cpu_kernels_with_small_budget():
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.doctor import Comparison, compare_kernels, malformed_buffers, planted_texts
+    from gpu_dedup.stages.normalize import text_buffers
+    off, data = malformed_buffers(*text_buffers(pa.array(planted_texts(300, seed=5),
+                                                         pa.large_string())))
+    cmp = Comparison()
+    for budget in (None, "64KiB"):
+        be = GpuBackend(gpu_memory=budget)
+        for shingle, n, bits in [("char", 5, 32), ("char", 2, 64), ("word", 3, 32)]:
+            compare_kernels(be, CpuBackend(), off, data, shingle, n, 128 if bits == 32 else 40,
+                            bits, 16, 4, 1, cmp)
+    assert cmp.identical, [r for r in cmp.rows if not r[1]]
