@@ -472,6 +472,7 @@ class Ctx:
     id_field: str | None
     plan: Plan
     on_bad_record: str = "error"
+    gpu_memory: object = None
     chunks: list = field(default_factory=list)
     doc_starts: np.ndarray | None = None
     blocks: list = field(default_factory=list)
@@ -485,11 +486,12 @@ class Ctx:
 _BACKENDS: dict = {}
 
 
-def _backend(device: str):
-    be = _BACKENDS.get(device)
+def _backend(device: str, gpu_memory=None):
+    """The backend of a task's process (one per device, reused by its tasks)."""
+    be = _BACKENDS.get((device, gpu_memory))
     if be is None:
-        be = get_backend(device)[0]
-        _BACKENDS[device] = be
+        be = get_backend(device, gpu_memory=gpu_memory)[0]
+        _BACKENDS[(device, gpu_memory)] = be
     return be
 
 
@@ -518,7 +520,7 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     """Normalize one chunk and store what the later stages need."""
     cfg = ctx.cfg
     wd = ctx.wd
-    be = _backend(ctx.device)
+    be = _backend(ctx.device, ctx.gpu_memory)
     word = cfg.shingle == "word"
     texts = d["texts"]
     n = len(texts)
@@ -678,7 +680,7 @@ def task_signatures(block: dict, ctx: Ctx) -> dict:
     if meta is not None:
         return {**meta, "reused": 1}
     cfg = ctx.cfg
-    be = _backend(ctx.device)
+    be = _backend(ctx.device, ctx.gpu_memory)
     ci = block["chunk"]
     c = ctx.chunks[ci]
     reps = wd.load_npy("exact/reps.npy", mmap=True)
@@ -790,7 +792,7 @@ def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
     """Scores of packed candidate edges (representative positions), as the
     engine's ``score`` computes them."""
     cfg = ctx.cfg
-    be = _backend(ctx.device)
+    be = _backend(ctx.device, ctx.gpu_memory)
     ia, ib = unpack_edges(edges)
     if cfg.similarity == "jaccard" and cfg.verify:
         reps = ctx.wd.load_npy("exact/reps.npy", mmap=True)
@@ -909,13 +911,23 @@ def _check_work_root(root: str | None, paths, raw_inputs) -> None:
                               f"inside one ({spec})")
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:          # exists, owned by someone else
+        return True
+    return True
+
+
 def _clean_stale_outputs(output: str) -> None:
     """Remove temporary output folders left by killed runs (dead pids only)."""
     parent = os.path.dirname(output)
     for p in glob.glob(os.path.join(glob.escape(parent),
                                     f".{glob.escape(os.path.basename(output))}.tmp-*")):
         pid = p.rsplit("-", 1)[-1]
-        if pid.isdigit() and not os.path.exists(f"/proc/{pid}") and int(pid) != os.getpid():
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
             shutil.rmtree(p, ignore_errors=True)
 
 
@@ -1473,6 +1485,9 @@ def run_staged(inputs, output: str, config: Config | None = None, *, device: str
         runner = _Runner(paths, output, cfg, be, device_line.split(": ", 1)[1], wd, executor,
                          plan, text_field, id_field, monitor, on_progress, inputs)
         runner.ctx.on_bad_record = on_bad_record
+        runner.ctx.gpu_memory = gpu_memory
+        if be.name != "cpu":
+            _BACKENDS[(be.name, gpu_memory)] = be      # tasks in this process share it
         report = runner.run(t_start, lambda: check_output(output, paths, inputs, overwrite))
     finally:
         if executor is not None:
