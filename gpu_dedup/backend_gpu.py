@@ -549,11 +549,9 @@ class GpuBackend:
         with self._tracked():
             ia = np.searchsorted(docs, np.asarray(self.to_host(da))).astype(np.int64)
             ib = np.searchsorted(docs, np.asarray(self.to_host(db))).astype(np.int64)
-            if isinstance(values, xp.ndarray) and (self._simulated or
-                                                   not isinstance(values, np.ndarray)):
-                if not self._simulated or 8 * values.shape[0] <= MATRIX_SHARE * self.budget:
-                    return self._k.jaccard_edges(xp, set_off, values, self._dev(ia),
-                                                 self._dev(ib))
+            if self._resident(values):
+                return self._k.jaccard_edges(xp, self._dev(set_off), values, self._dev(ia),
+                                             self._dev(ib))
             # sets on the host: copy the sets each round of edges needs
             E = ia.shape[0]
             out = np.empty(E, dtype=np.float64)

@@ -647,6 +647,8 @@ def jaccard_edges(xp, set_off, values, ia, ib):
     """Exact Jaccard of sets ``ia[e]`` and ``ib[e]`` of a CSR (``kernels.cpu.jaccard_edges``)."""
     E = int(ia.shape[0])
     out = xp.empty(E, dtype=xp.float64)
+    if values.shape[0] == 0:              # all sets empty: never read, but not a null pointer
+        values = xp.zeros(1, dtype=xp.uint64)
     if E:
         _jaccard_kernel[_blocks(E, FLAT), FLAT](set_off, values, ia, ib, out)
     return out

@@ -2,6 +2,7 @@
 with the CPU kernels bit for bit, say what they compared, and fail loudly."""
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -34,6 +35,8 @@ def _env(sim: bool):
 def simulated(tmp_path_factory):
     """The simulated doctor and the simulated bench check, run side by side
     (the simulator mostly waits on its own threads)."""
+    if importlib.util.find_spec("numba.cuda") is None:
+        pytest.skip("this Numba has no CUDA target, so no CUDA simulator: install numba-cuda")
     out = tmp_path_factory.mktemp("gpu_check")
     procs = {
         "doctor": subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "doctor"],

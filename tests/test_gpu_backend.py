@@ -8,6 +8,7 @@ runs here with NumPy; tests marked ``gpu`` run it with CuPy on a real device.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -148,6 +149,8 @@ SIM_CHECKS = textwrap.dedent(r'''
 
 @pytest.fixture(scope="module")
 def sim_results():
+    if importlib.util.find_spec("numba.cuda") is None:
+        pytest.skip("this Numba has no CUDA target, so no CUDA simulator: install numba-cuda")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
     proc = subprocess.run([sys.executable, "-c", SIM_CHECKS], capture_output=True, text=True,
@@ -258,6 +261,8 @@ def test_probe_without_gpu_says_what_is_missing():
     assert any(w in why for w in ("CuPy", "driver", "device", "numba", "kernel"))
 
 
+@pytest.mark.skipif(importlib.util.find_spec("numba.cuda") is None,
+                    reason="this Numba has no CUDA target: install numba-cuda")
 def test_gpu_backend_refuses_to_run_host_arrays_outside_the_simulator():
     # without NUMBA_ENABLE_CUDASIM the kernels module targets a real GPU
     code = ("import numpy as np\nfrom gpu_dedup.backend_gpu import GpuBackend\n"
