@@ -311,3 +311,69 @@ def test_gpu_kernels_match_cpu_kernels_with_small_budget():
             compare_kernels(be, CpuBackend(), off, data, shingle, n, 128 if bits == 32 else 40,
                             bits, 16, 4, 1, cmp)
     assert cmp.identical, [r for r in cmp.rows if not r[1]]
+
+
+# -- the kernels compile for a real device ----------------------------------------
+
+# Compiles every kernel to PTX for sm_90 without a GPU (numba-cuda with NVVM
+# installed), and lists floating-point instructions: the hash kernels must
+# have none (a mixed signed/unsigned expression silently becomes float64 in
+# Numba, which the simulator, running Python, would not show).
+PTX_CHECK = textwrap.dedent(r'''
+    import json, re, sys, types
+    try:
+        import numba_cuda  # noqa: F401  (the NVIDIA target, not Numba's built-in one)
+        from cuda.pathfinder import load_nvidia_dynamic_lib
+        load_nvidia_dynamic_lib("nvvm")
+    except Exception as exc:
+        print("SKIP", type(exc).__name__, exc)
+        sys.exit(0)
+    import numba.cuda.dispatcher as disp
+    # device functions are compiled for the current device: stand one in
+    disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+    from numba import cuda, types as nt
+    from gpu_dedup.kernels import cuda as kc
+    A = lambda t, nd=1: nt.Array(t, nd, "C")
+    u8, i64, u64, u32, f64, b1 = nt.uint8, nt.int64, nt.uint64, nt.uint32, nt.float64, nt.boolean
+    sigs = {
+        "_minhash_char_kernel": [(A(i64), A(u8), A(i64), i64, A(u64), A(u64), i64, A(s, 2),
+                                  A(i64), A(u8)) for s in (u32, u64)],
+        "_general_hashes_kernel": [(A(i64), A(u8), A(i64), b1, i64, A(i64), A(i64), A(i64),
+                                    A(u8), A(i64), A(u64), A(i64))],
+        "_minhash_hashes_kernel": [(A(i64), A(u64), A(i64), A(i64), A(u64), A(u64), i64,
+                                    A(s, 2)) for s in (u32, u64)],
+        "_char_slots_kernel": [(A(i64), A(u8), A(i64), i64, A(i64), A(u64), A(u8))],
+        "_has_shingles_kernel": [(A(i64), A(u8), b1, A(u8))],
+        "_text_hash128_kernel": [(A(i64), A(u8), A(u64, 2))],
+        "_codepoint_lengths_kernel": [(A(i64), A(u8), A(i64))],
+        "_band_keys_kernel": [(A(s, 2), i64, i64, A(u64, 2)) for s in (u32, u64)],
+        "_agreement_kernel": [(A(s, 2), A(i64), A(i64), A(f64)) for s in (u32, u64)],
+        "_jaccard_kernel": [(A(i64), A(u64), A(i64), A(i64), A(f64))],
+    }
+    out = {}
+    for name, ss in sigs.items():
+        for s in ss:
+            ptx, _ = cuda.compile_ptx(getattr(kc, name).py_func, s, cc=(9, 0))
+            fl = sorted(set(re.findall(r"\b[a-z]+(?:\.[a-z0-9]+)*\.f(?:32|64)\b", ptx)))
+            out[f"{name}{s}"] = fl
+    print(json.dumps(out))
+''')
+
+
+@pytest.mark.slow
+def test_cuda_kernels_compile_and_hash_in_integers_only():
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", PTX_CHECK], capture_output=True, text=True,
+                          env=env, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    if last.startswith("SKIP"):
+        pytest.skip(f"numba-cuda with NVVM is needed to compile PTX: {last[5:]}")
+    floats = json.loads(last)
+    assert len(floats) == 14
+    for name, ops in floats.items():
+        if name.startswith(("_agreement_kernel", "_jaccard_kernel")):
+            assert ops, name                      # they do divide in float64
+        else:
+            assert ops == [], (name, ops)
