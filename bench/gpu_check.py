@@ -43,6 +43,7 @@ import statistics
 import sys
 import time
 import traceback
+from functools import partial
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -172,7 +173,7 @@ def main(argv=None) -> int:
 
     from gpu_dedup import Config, deduplicate
     from gpu_dedup.backend import CpuBackend
-    from gpu_dedup.backend_gpu import GpuBackend, probe
+    from gpu_dedup.backend_gpu import GpuBackend
     from gpu_dedup.doctor import (Comparison, compare_kernels, compare_runs, environment_lines,
                                   malformed_buffers, planted_texts)
     from gpu_dedup.stages.normalize import normalize_text, text_buffers
@@ -286,8 +287,8 @@ def main(argv=None) -> int:
         small = xp.arange(min(n, 64), dtype=xp.int64)
         for bits in (32, 64):
             kc.minhash(xp, off, data, small, False, 5, da, db, bits)       # compiled already
-            secs, (sig, cnt) = _timed(lambda: kc.minhash(xp, off, data, docs, False, 5, da, db,
-                                                          bits), xp, args.repeats)
+            secs, (sig, cnt) = _timed(partial(kc.minhash, xp, off, data, docs, False, 5, da, db,
+                                              bits), xp, args.repeats)
             table.figures[f"signatures_{bits}_gbps"] = nbytes / secs / 1e9
             table.add(f"signatures, device-resident text, {bits}-bit",
                       f"{nbytes / secs / 1e9:.1f} GB/s", f"{_rate(n, secs)} docs/s",
@@ -297,18 +298,18 @@ def main(argv=None) -> int:
                 sig32 = sig
             del sig, cnt
         bands, rows = (16, 8) if K >= 128 else (K // 2, 2)
-        secs, keys = _timed(lambda: kc.band_keys(xp, sig32, bands, rows), xp, args.repeats)
+        secs, keys = _timed(partial(kc.band_keys, xp, sig32, bands, rows), xp, args.repeats)
         table.add("band keys", f"{_rate(n, secs)} docs/s", f"{secs * 1e3:.1f} ms",
                   f"{bands} bands x {rows} rows over {n:,} signatures")
         from gpu_dedup.backend_gpu import bucket_edges_sorted
         active = xp.ones(n, dtype=xp.bool_)
-        secs, edges = _timed(lambda: bucket_edges_sorted(xp, keys, active), xp, 1)
+        secs, edges = _timed(partial(bucket_edges_sorted, xp, keys, active), xp, 1)
         table.add("bucket collisions (stable sort per band)", f"{_rate(n, secs)} docs/s",
                   f"{secs * 1e3:.1f} ms", f"{int(edges.shape[0]):,} anchor edges")
         del keys, sig32, data, off
         host = np.empty(min(nbytes, 1 << 30), dtype=np.uint8)
         host[:] = 7
-        secs, dev = _timed(lambda: xp.asarray(host), xp, args.repeats)
+        secs, dev = _timed(partial(xp.asarray, host), xp, args.repeats)
         table.add("host-to-device copy (pageable)", f"{host.nbytes / secs / 1e9:.1f} GB/s", "",
                   f"{_gb(host.nbytes)}; ceiling for text that starts on the host")
         del dev

@@ -152,7 +152,6 @@ def _smoke_test() -> None:
     """Run the text fingerprint kernel on one string and check it."""
     import cupy
 
-    from . import kernels as _kernels  # noqa: F401
     from . import reference
     from .kernels import cuda as kc
     text = "gpu-dedup checks its kernels".encode()

@@ -106,7 +106,8 @@ def _same(x, y) -> bool:
     if x.shape != y.shape or x.dtype != y.dtype:
         return False
     if x.dtype.kind == "f":
-        return bool(np.array_equal(x.view(f"u{x.dtype.itemsize}"), y.view(f"u{y.dtype.itemsize}")))
+        return bool(np.array_equal(x.view(f"u{x.dtype.itemsize}"),
+                                   y.view(f"u{y.dtype.itemsize}")))
     return bool(np.array_equal(x, y))
 
 
@@ -170,8 +171,8 @@ def compare_kernels(gpu, cpu, offsets, data, shingle: str, n: int, num_perm: int
     cmp.check(f"{tag}: shingle sets", np.concatenate([h(gsets[1]), h(gsets[2]).view(np.int64)]),
               np.concatenate([csets[1], csets[2].view(np.int64)]),
               f"{involved.size:,} documents, {csets[2].size:,} distinct shingles")
-    cmp.check(f"{tag}: Jaccard", h(gpu.jaccard_sets(gsets, ia, ib)), cpu.jaccard_sets(csets, ia, ib),
-              f"{ia.size:,} edges")
+    cmp.check(f"{tag}: Jaccard", h(gpu.jaccard_sets(gsets, ia, ib)),
+              cpu.jaccard_sets(csets, ia, ib), f"{ia.size:,} edges")
     cmp.check(f"{tag}: Jaccard (one call)", h(gpu.jaccard(offsets, data, word, n, ia, ib)),
               cpu.jaccard(offsets, data, word, n, ia, ib))
     cmp.check(f"{tag}: signature agreement", h(gpu.signature_agreement(gs, ia, ib)),

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import types as _types
+import warnings
 
 import numpy as np
 from numba import cuda
@@ -452,6 +453,14 @@ def _jaccard_kernel(set_off, values, ia, ib, out):
 
 # -- launchers --------------------------------------------------------------------
 
+def _launch(kernel, blocks: int, threads: int, *args) -> None:
+    """Launch ``kernel``; small grids are expected here, so Numba's
+    low-occupancy warning is not shown."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*under-utilization")
+        kernel[blocks, threads](*args)
+
+
 def _blocks(items: int, per_block: int) -> int:
     return (items + per_block - 1) // per_block
 
@@ -465,7 +474,8 @@ def has_shingles(xp, offsets, data, word_mode: bool):
     n = offsets.shape[0] - 1
     out = xp.zeros(n, dtype=xp.uint8)
     if n:
-        _has_shingles_kernel[_blocks(n, FLAT), FLAT](offsets, data, bool(word_mode), out)
+        _launch(_has_shingles_kernel, _blocks(n, FLAT), FLAT, offsets, data, bool(word_mode),
+                out)
     return out.view(xp.bool_)
 
 
@@ -474,7 +484,7 @@ def text_hash128(xp, offsets, data):
     n = offsets.shape[0] - 1
     out = xp.empty((n, 2), dtype=xp.uint64)
     if n:
-        _text_hash128_kernel[_blocks(n, FLAT), FLAT](offsets, data, out)
+        _launch(_text_hash128_kernel, _blocks(n, FLAT), FLAT, offsets, data, out)
     return out
 
 
@@ -483,7 +493,7 @@ def codepoint_lengths(xp, offsets, data):
     n = offsets.shape[0] - 1
     out = xp.empty(n, dtype=xp.int64)
     if n:
-        _codepoint_lengths_kernel[_blocks(n, FLAT), FLAT](offsets, data, out)
+        _launch(_codepoint_lengths_kernel, _blocks(n, FLAT), FLAT, offsets, data, out)
     return out
 
 
@@ -531,9 +541,9 @@ def _general_hashes(xp, offsets, data, docs, word_mode, n, out_off, hashes, scra
         scratch = xp.empty(total, dtype=xp.uint8)
         sub = xp.ascontiguousarray(docs[w0:w1])
         part = xp.zeros(w1 - w0, dtype=xp.int64)
-        _general_hashes_kernel[_blocks(w1 - w0, FLAT), FLAT](
-            offsets, data, sub, bool(word_mode), int(n), scr_off, pos_a, pos_b, scratch,
-            xp.ascontiguousarray(out_off[w0:w1]), hashes, part)
+        _launch(_general_hashes_kernel, _blocks(w1 - w0, FLAT), FLAT,
+                offsets, data, sub, bool(word_mode), int(n), scr_off, pos_a, pos_b, scratch,
+                xp.ascontiguousarray(out_off[w0:w1]), hashes, part)
         counts[w0:w1] = part
         del pos_a, pos_b, scratch
     return counts
@@ -557,8 +567,8 @@ def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
         general = xp.arange(D, dtype=xp.int64)
     else:
         irregular = xp.zeros(D, dtype=xp.uint8)
-        _minhash_char_kernel[_doc_blocks(D), THREADS](offsets, data, docs, int(n), a, b, shift,
-                                                      sig, counts, irregular)
+        _launch(_minhash_char_kernel, _doc_blocks(D), THREADS, offsets, data, docs, int(n), a,
+                b, shift, sig, counts, irregular)
         general = xp.flatnonzero(irregular).astype(xp.int64)
     if general.shape[0]:
         gdocs = docs[general]
@@ -572,8 +582,8 @@ def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
             cnt = _general_hashes(xp, offsets, data, sub, word_mode, n, off[:-1], hashes,
                                   scratch_limit)
             rows = xp.ascontiguousarray(general[w0:w1])
-            _minhash_hashes_kernel[_doc_blocks(w1 - w0), THREADS](off, hashes, cnt, rows, a, b,
-                                                                  shift, sig)
+            _launch(_minhash_hashes_kernel, _doc_blocks(w1 - w0), THREADS, off, hashes, cnt,
+                    rows, a, b, shift, sig)
             counts[rows] = cnt
     return sig, counts
 
@@ -583,7 +593,7 @@ def band_keys(xp, sig, bands: int, rows: int):
     N = int(sig.shape[0])
     out = xp.empty((N, bands), dtype=xp.uint64)
     if N and bands:
-        _band_keys_kernel[_blocks(N * bands, FLAT), FLAT](sig, int(bands), int(rows), out)
+        _launch(_band_keys_kernel, _blocks(N * bands, FLAT), FLAT, sig, int(bands), int(rows), out)
     return out
 
 
@@ -592,7 +602,7 @@ def signature_agreement(xp, sig, ia, ib):
     E = int(ia.shape[0])
     out = xp.empty(E, dtype=xp.float64)
     if E:
-        _agreement_kernel[_blocks(E, FLAT), FLAT](sig, ia, ib, out)
+        _launch(_agreement_kernel, _blocks(E, FLAT), FLAT, sig, ia, ib, out)
     return out
 
 
@@ -612,8 +622,8 @@ def shingle_sets(xp, offsets, data, docs, word_mode: bool, n: int, scratch_limit
         general = xp.arange(D, dtype=xp.int64)
     else:
         irregular = xp.zeros(D, dtype=xp.uint8)
-        _char_slots_kernel[_doc_blocks(D), THREADS](offsets, data, docs, int(n), raw_off, hashes,
-                                                    irregular)
+        _launch(_char_slots_kernel, _doc_blocks(D), THREADS, offsets, data, docs, int(n),
+                raw_off, hashes, irregular)
         general = xp.flatnonzero(irregular).astype(xp.int64)
     if general.shape[0]:
         counts[general] = _general_hashes(xp, offsets, data, xp.ascontiguousarray(docs[general]),
@@ -650,5 +660,5 @@ def jaccard_edges(xp, set_off, values, ia, ib):
     if values.shape[0] == 0:              # all sets empty: never read, but not a null pointer
         values = xp.zeros(1, dtype=xp.uint64)
     if E:
-        _jaccard_kernel[_blocks(E, FLAT), FLAT](set_off, values, ia, ib, out)
+        _launch(_jaccard_kernel, _blocks(E, FLAT), FLAT, set_off, values, ia, ib, out)
     return out

@@ -191,7 +191,8 @@ def _array_modules():
 
 def _colliding_keys(seed, n=400, bands=6):
     rng = np.random.default_rng(seed)
-    keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    keys = rng.integers(0, 40, size=(n, bands)).astype(np.uint64)
+    keys *= np.uint64(0x9E3779B97F4A7C15)
     active = rng.random(n) > 0.1
     return keys, active
 
