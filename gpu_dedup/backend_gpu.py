@@ -304,6 +304,13 @@ class GpuBackend:
             "components": self._components,
         }
 
+    def release(self) -> None:
+        """Drop the device copy of the last text (and the host buffers it
+        stands for) and return CuPy's cached blocks to the device."""
+        self._text = None
+        if self._pool is not None:
+            self._pool.free_all_blocks()
+
     def peak_device_bytes(self) -> int:
         """Most device memory held by CuPy's allocator during this backend's
         calls, beyond what was held when it was created (0 when simulated)."""
@@ -349,10 +356,10 @@ class GpuBackend:
         c = self._text
         if c is not None and c[0] is offsets and c[1] is data:
             return c[2], c[3]
+        self._text = None                  # the previous copy goes before a new one comes
         lo, hi = int(offsets[0]), int(offsets[-1])
         if (hi - lo) + 8 * offsets.shape[0] > TEXT_SHARE * self.budget:
             return None
-        self._text = None
         d_off, d_data = self._upload(offsets, data, lo, hi)
         self._text = (offsets, data, d_off, d_data)
         return d_off, d_data

@@ -131,11 +131,14 @@ SIM_CHECKS = textwrap.dedent(r'''
     run_texts = pa.array(texts[:14] + [texts[6] + " again", texts[7].upper(), texts[9]],
                          pa.large_string())
     for shingle, n, bits, similarity, mem in [("char", 4, 32, "jaccard", None),
-                                              ("word", 2, 64, "jaccard", 1500),
-                                              ("char", 3, 64, "signature", 1500)]:
+                                              ("word", 2, 64, "jaccard", 400),
+                                              ("char", 3, 64, "signature", 400)]:
         cfg = Config(shingle=shingle, ngram=n, num_perm=16, threshold=0.5, signature_bits=bits,
                      similarity=similarity, keep="longest")
         be = GpuBackend(gpu_memory=mem, xp=np)
+        uploads = []
+        upload = be._upload
+        be._upload = lambda *a: uploads.append(a[3] - a[2]) or upload(*a)
         got = deduplicate(run_texts, cfg, be)
         want = deduplicate(run_texts, cfg, CpuBackend())
         tag = f"{shingle}{n} {bits}-bit {similarity} budget={mem}"
@@ -143,6 +146,13 @@ SIM_CHECKS = textwrap.dedent(r'''
             check(f"run {tag} {f}", getattr(got, f), getattr(want, f),
                   f"{want.stats['verified_edges']} verified edges")
         out[f"run {tag} backend"] = [got.backend == "cuda-sim", got.backend]
+        if mem is None:
+            # the normalized text goes to the device once, the raw text once (keep=longest)
+            out["cache uploads"] = [len(uploads) == 2 and be._text is not None, str(uploads)]
+            be.release()
+            out["cache released"] = [be._text is None, ""]
+        else:
+            out[f"streamed {tag}"] = [len(uploads) > 4, str(len(uploads))]
     print(json.dumps(out))
 ''')
 
@@ -179,6 +189,13 @@ def test_simulated_backend_runs_match_cpu_runs(sim_results):
     assert len(rows) == 3 * 7
     diff = {k: v[1] for k, v in rows.items() if not v[0]}
     assert not diff, diff
+
+
+def test_text_goes_to_the_device_once_or_streams_within_budget(sim_results):
+    for key in ("cache uploads", "cache released"):
+        assert sim_results[key][0], (key, sim_results[key][1])
+    streamed = {k: v for k, v in sim_results.items() if k.startswith("streamed ")}
+    assert len(streamed) == 2 and all(v[0] for v in streamed.values()), streamed
 
 
 # -- array code, parametrised over the array module ---------------------------
