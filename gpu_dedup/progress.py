@@ -8,6 +8,7 @@ short runs print nothing, and only when stderr is a terminal.
 """
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
 import time
@@ -46,6 +47,7 @@ class StageProgress:
         self._stop = threading.Event()
         self._thread = None
         self._t0 = time.monotonic()
+        self._name = None
 
     def __enter__(self):
         self._thread = threading.Thread(target=self._tick, daemon=True)
@@ -66,12 +68,17 @@ class StageProgress:
         """A new stage starts: finish the previous bar and open one for ``name``."""
         from tqdm import tqdm
         with self._lock:
+            if self._bar is not None and self._name == name:
+                return                      # the same stage entered again: one line
             self._finish()
+            self._name = name
             fmt = ("{desc} {percentage:3.0f}%|{bar:30}| {elapsed}" if name in FRACTION_STAGES
                    else "{desc} {elapsed}")
             self._t0 = time.monotonic()
+            size = shutil.get_terminal_size((100, 24))   # a pty of unknown size: 100 x 24
             self._bar = tqdm(total=100, desc=f"{name:<11}", file=self.stream, leave=True,
-                             delay=self.delay, bar_format=fmt)
+                             delay=self.delay, bar_format=fmt, ncols=max(size.columns, 40),
+                             nrows=max(size.lines, 10))
 
     def fraction(self, f: float) -> None:
         """The current stage is ``f`` (0..1) done."""

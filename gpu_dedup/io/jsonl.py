@@ -97,24 +97,27 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES):
                 if carry:
                     yield carry
                 return
-            buf = carry + chunk if carry else chunk
             if first:
+                buf = carry + chunk if carry else chunk
                 if len(buf) < len(_BOM) and _BOM.startswith(buf):
                     carry = buf
                     continue
                 first = False
-                if buf.startswith(_BOM):
-                    buf = buf[len(_BOM):]
-            cut = buf.rfind(b"\n")
-            if cut < 0:
-                carry = buf
-                continue
-            if cut == len(buf) - 1:
+                chunk = buf[len(_BOM):] if buf.startswith(_BOM) else buf
                 carry = b""
-                yield buf
+            cut = chunk.rfind(b"\n")
+            if cut < 0:
+                carry = carry + chunk
+                continue
+            # one copy per block: the carried tail and the chunk up to its last newline
+            if carry:
+                block = b"".join((carry, memoryview(chunk)[:cut + 1]))
+            elif cut == len(chunk) - 1:
+                block = chunk
             else:
-                carry = buf[cut + 1:]
-                yield buf[:cut + 1]
+                block = chunk[:cut + 1]
+            carry = chunk[cut + 1:]
+            yield block
     finally:
         stream.close()
 
@@ -559,9 +562,11 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
             run_first = sel[np.concatenate([[0], brk])]
             run_last = sel[np.concatenate([brk - 1, [sel.size - 1]])]
             mv = memoryview(block)
+            parts = []
             for a, b in zip(starts[run_first].tolist(), ends[run_last].tolist()):
-                sink.write(mv[a:b])
-                sink.write(b"\n")
+                parts.append(mv[a:b])
+                parts.append(b"\n")
+            sink.write(b"".join(parts))
             written += int(sel.size)
     finally:
         sink.close()
