@@ -61,8 +61,9 @@ def _config_options(f):
     opts = [
         click.option("--config", "config_spec", default=None, metavar="NAME|PATH",
                      help="A preset (default, cookbook, fineweb, nemo, slimpajama) or a TOML "
-                          "file; the options below override it when given. See "
-                          "`gpu-dedup config list`."),
+                          "file. The options below override it only when given; the defaults "
+                          "shown apply without --config. See `gpu-dedup config list` and "
+                          "`gpu-dedup config show --config NAME`."),
         click.option("--shingle", type=click.Choice(["char", "word"]), default="char",
                      show_default=True, help="Shingles: n-grams of characters or of words."),
         click.option("--ngram", type=int, default=5, show_default=True,
