@@ -197,7 +197,8 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
                                                        "bad_records", "seconds", "device")}))
     elif not quiet:
         click.echo(summary_line(report))
-        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html' if html else 'report.json')}")
+        name = "report.html" if html else "report.json"
+        click.echo(f"report: {os.path.join(os.path.abspath(output), name)}")
 
 
 @main.command(context_settings=CONTEXT)

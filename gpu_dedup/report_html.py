@@ -43,7 +43,8 @@ table{border-collapse:collapse;font-size:13px} td,th{padding:3px 10px;text-align
 border-bottom:1px solid #eceff3} th{color:#5b6472;font-weight:500}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
 svg text{font-size:11px;fill:#3b4350} .axis{stroke:#8a93a0;stroke-width:1}
-.cluster{background:#fff;border:1px solid #dde1e7;border-radius:8px;margin-top:12px;padding:10px 14px}
+.cluster{background:#fff;border:1px solid #dde1e7;border-radius:8px;margin-top:12px;
+padding:10px 14px}
 .cluster h3{font-size:14px;margin:0 0 8px} .docs{display:flex;gap:10px;overflow-x:auto}
 .doc{flex:1 1 0;min-width:240px;border:1px solid #e3e6eb;border-radius:6px;padding:8px;
 font-size:12.5px;line-height:1.45;background:#fbfcfd;word-wrap:break-word}
@@ -359,7 +360,8 @@ gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
 {report['seconds'].get('total', 0.0):.2f} s</div>
 <div class="cards">{cards_html}</div>
 <div class="grid">
-<section><h2>Seconds per stage</h2><div class="panel">{svg_stage_seconds(report['seconds'])}</div></section>
+<section><h2>Seconds per stage</h2>
+<div class="panel">{svg_stage_seconds(report['seconds'])}</div></section>
 <section><h2>Counts</h2><div class="panel">{_table(details)}</div></section>
 </div>
 <div class="grid">
