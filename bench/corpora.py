@@ -1,0 +1,313 @@
+"""Benchmark corpora, written as JSONL files (``{"id": ..., "text": ...}``).
+
+Every builder is deterministic for its arguments and caches its file in the
+work directory (``bench/data/`` by default), so a rerun reuses it.
+
+* ``planted``: the cookbook's planted corpus (``gpu_dedup.demo.planted_corpus``):
+  random 50-word documents over a 3,000-word vocabulary, 30% followed by a
+  copy with 10% of the words replaced. Word 3-grams, threshold 0.4.
+* ``realistic``: ``bench/generate.py``: Zipfian vocabulary, lengths from tens
+  to thousands of words, near-duplicate clusters made by several kinds of
+  edits, exact copies. Char 5-grams, threshold 0.8.
+* ``debian-files``, ``debian-paragraphs``: the licence texts under
+  ``/usr/share/doc/*/copyright`` (present on every Debian machine), one
+  document per file or per blank-line-separated paragraph. Real text with
+  real near-duplicates (licence boilerplate with different names, dates and
+  headers). Char 5-grams, threshold 0.8.
+* ``debian-short``: short real-world-like documents of about 50 characters:
+  lines of those files, alone or two spliced at a word boundary, lightly
+  edited at random (characters substituted, inserted or deleted, numbers
+  changed, words swapped or re-cased). Char 5-grams, threshold 0.8.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEFAULT_DATA = os.environ.get("GPU_DEDUP_BENCH_DATA", os.path.join(HERE, "data"))
+DEBIAN_GLOB = "/usr/share/doc/*/copyright"
+
+
+@dataclass
+class CorpusSpec:
+    """A corpus file and the shingle settings it is benchmarked with."""
+
+    name: str
+    path: str
+    docs: int
+    bytes: int
+    shingle: str
+    ngram: int
+    threshold: float
+    description: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def write_jsonl(path: str, texts, ids=None) -> int:
+    """Write ``texts`` as JSONL atomically; returns the number of text bytes."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    total = 0
+    with open(tmp, "w", encoding="utf-8") as f:
+        for i, t in enumerate(texts):
+            total += len(t.encode("utf-8"))
+            f.write(json.dumps({"id": str(i) if ids is None else ids[i], "text": t},
+                               ensure_ascii=False))
+            f.write("\n")
+    os.replace(tmp, path)
+    return total
+
+
+def read_texts(path: str) -> list[str]:
+    """The ``text`` field of every record of a plain JSONL file."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+    t = pj.read_json(path, parse_options=pj.ParseOptions(
+        explicit_schema=pa.schema([("text", pa.large_string())]),
+        unexpected_field_behavior="ignore"),
+        read_options=pj.ReadOptions(block_size=16 << 20))
+    return t.column("text").combine_chunks()
+
+
+def _meta_path(path: str) -> str:
+    return path + ".meta.json"
+
+
+def _cached(path: str):
+    meta = _meta_path(path)
+    if os.path.exists(path) and os.path.exists(meta):
+        with open(meta) as f:
+            return CorpusSpec(**json.load(f))
+    return None
+
+
+def _save_meta(spec: CorpusSpec) -> CorpusSpec:
+    with open(_meta_path(spec.path), "w") as f:
+        json.dump(spec.to_dict(), f, indent=1)
+    return spec
+
+
+def _data_dir(data_dir: str | None) -> str:
+    d = data_dir or DEFAULT_DATA
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+# -- the cookbook's planted corpus ------------------------------------------
+
+def planted(base_docs: int = 8000, seed: int = 0, data_dir: str | None = None) -> CorpusSpec:
+    from gpu_dedup.demo import planted_corpus
+    path = os.path.join(_data_dir(data_dir), f"planted_{base_docs}_s{seed}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    texts, truth = planted_corpus(base_docs, seed)
+    nbytes = write_jsonl(path, texts)
+    return _save_meta(CorpusSpec(
+        f"planted-{len(texts)}", path, len(texts), nbytes, "word", 3, 0.4,
+        f"the cookbook's planted corpus: {base_docs:,} random 50-word documents "
+        f"(3,000-word vocabulary), {len(truth):,} followed by a near-duplicate with "
+        f"10% of the words replaced"))
+
+
+# -- the realistic generator -------------------------------------------------
+
+def realistic(docs: int = 20000, seed: int = 0, mean_bytes: int = 500,
+              data_dir: str | None = None) -> CorpusSpec:
+    if HERE not in sys.path:
+        sys.path.insert(0, HERE)
+    import generate
+    path = os.path.join(_data_dir(data_dir), f"realistic_{docs}_b{mean_bytes}_s{seed}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    stats = generate.generate(docs, path, mean_bytes=mean_bytes, seed=seed)
+    return _save_meta(CorpusSpec(
+        f"realistic-{docs}", path, docs, stats["text_bytes"], "char", 5, 0.8,
+        f"bench/generate.py --docs {docs} --mean-bytes {mean_bytes} --seed {seed}: "
+        f"{stats['clusters_with_copies']:,} near-duplicate clusters, "
+        f"{stats['near_duplicates']:,} edited copies, {stats['exact_copies']:,} exact copies"))
+
+
+# -- real text: Debian's copyright files ----------------------------------
+
+def debian_files_available() -> bool:
+    return bool(glob.glob(DEBIAN_GLOB))
+
+
+def debian_texts() -> list[tuple[str, str]]:
+    """``(path, text)`` of every readable copyright file, sorted, each real
+    file once."""
+    seen = set()
+    out = []
+    for p in sorted(glob.glob(DEBIAN_GLOB)):
+        real = os.path.realpath(p)
+        if real in seen or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        try:
+            with open(real, "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        out.append((p, raw.decode("utf-8", errors="replace")))
+    return out
+
+
+def debian_paragraph_texts(min_chars: int = 1) -> list[str]:
+    paras = []
+    for _, text in debian_texts():
+        for p in text.split("\n\n"):
+            p = p.strip()
+            if len(p) >= min_chars:
+                paras.append(p)
+    return paras
+
+
+def debian_files(data_dir: str | None = None) -> CorpusSpec:
+    path = os.path.join(_data_dir(data_dir), "debian_files.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    items = debian_texts()
+    texts = [t for _, t in items]
+    nbytes = write_jsonl(path, texts, ids=[p for p, _ in items])
+    return _save_meta(CorpusSpec(
+        "debian-files", path, len(texts), nbytes, "char", 5, 0.8,
+        f"{len(texts):,} files {DEBIAN_GLOB} on the benchmark machine, one document per file"))
+
+
+def debian_paragraphs(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """Every paragraph, or the first ``n_docs`` (files in sorted order)."""
+    suffix = "" if n_docs is None else f"_{n_docs}"
+    path = os.path.join(_data_dir(data_dir), f"debian_paragraphs{suffix}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    texts = debian_paragraph_texts()
+    if n_docs is not None:
+        texts = texts[:n_docs]
+    nbytes = write_jsonl(path, texts)
+    if n_docs is None:
+        name, desc = "debian-paragraphs", f"all {len(texts):,} blank-line-separated paragraphs"
+    else:
+        name = f"debian-paragraphs-{len(texts)}"
+        desc = f"the first {len(texts):,} blank-line-separated paragraphs (files in sorted order)"
+    return _save_meta(CorpusSpec(name, path, len(texts), nbytes, "char", 5, 0.8,
+                                 f"{desc} of {DEBIAN_GLOB}"))
+
+
+def debian_lines() -> list[str]:
+    """Distinct non-blank lines (stripped, whitespace folded) of the copyright
+    files, at least 12 characters long, in first-seen order."""
+    seen = {}
+    for _, text in debian_texts():
+        for line in text.splitlines():
+            line = " ".join(line.split())
+            if len(line) >= 12 and line not in seen:
+                seen[line] = None
+    return list(seen)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _edit_short(s: str, rng, kinds) -> str:
+    """One light edit of a short text."""
+    kind = kinds[rng.integers(len(kinds))]
+    if not s:
+        return s
+    if kind == "sub":
+        i = int(rng.integers(len(s)))
+        return s[:i] + _LETTERS[rng.integers(26)] + s[i + 1:]
+    if kind == "ins":
+        i = int(rng.integers(len(s) + 1))
+        return s[:i] + _LETTERS[rng.integers(26)] + s[i:]
+    if kind == "del":
+        i = int(rng.integers(len(s)))
+        return s[:i] + s[i + 1:]
+    words = s.split(" ")
+    if kind == "num":
+        digits = [i for i, w in enumerate(words) if any(c.isdigit() for c in w)]
+        if digits:
+            i = digits[rng.integers(len(digits))]
+            words[i] = str(int(rng.integers(1990, 2026)))
+            return " ".join(words)
+        words.append(str(int(rng.integers(1, 100))))
+        return " ".join(words)
+    if kind == "swap" and len(words) > 2:
+        i = int(rng.integers(len(words) - 1))
+        words[i], words[i + 1] = words[i + 1], words[i]
+        return " ".join(words)
+    if kind == "case":
+        i = int(rng.integers(len(words)))
+        w = words[i]
+        words[i] = w.upper() if w != w.upper() else w.lower()
+        return " ".join(words)
+    return s
+
+
+def short_texts(n_docs: int, seed: int = 0, target_chars: int = 50,
+                lines: list[str] | None = None) -> list[str]:
+    """``n_docs`` short texts drawn from ``lines`` (Debian copyright lines by
+    default), see the module docstring."""
+    rng = np.random.default_rng(seed)
+    lines = lines if lines is not None else debian_lines()
+    if not lines:
+        raise RuntimeError(f"no text under {DEBIAN_GLOB}")
+    nl = len(lines)
+    kinds = ("sub", "sub", "ins", "del", "num", "swap", "case")
+    pick_a = rng.integers(nl, size=n_docs)
+    pick_b = rng.integers(nl, size=n_docs)
+    splice = rng.random(n_docs) < 0.6
+    n_edits = rng.choice(4, size=n_docs, p=[0.2, 0.45, 0.25, 0.10])
+    out = []
+    for i in range(n_docs):
+        a = lines[pick_a[i]]
+        if splice[i]:
+            b = lines[pick_b[i]]
+            wa = a.split(" ")
+            wb = b.split(" ")
+            ka = max(1, len(wa) // 2)
+            kb = len(wb) // 2
+            s = " ".join(wa[:ka] + wb[kb:])
+        else:
+            s = a
+        if len(s) > 2 * target_chars:
+            cut = s.rfind(" ", 0, int(target_chars * 1.2))
+            s = s[:cut if cut > target_chars // 2 else target_chars]
+        for _ in range(int(n_edits[i])):
+            s = _edit_short(s, rng, kinds)
+        out.append(s)
+    return out
+
+
+def debian_short(n_docs: int = 1_000_000, seed: int = 0,
+                 data_dir: str | None = None) -> CorpusSpec:
+    path = os.path.join(_data_dir(data_dir), f"debian_short_{n_docs}_s{seed}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    texts = short_texts(n_docs, seed)
+    nbytes = write_jsonl(path, texts)
+    mean = nbytes / max(1, len(texts))
+    return _save_meta(CorpusSpec(
+        f"debian-short-{n_docs}", path, n_docs, nbytes, "char", 5, 0.8,
+        f"{n_docs:,} short documents (mean {mean:.0f} bytes): lines of {DEBIAN_GLOB}, "
+        f"60% spliced from two lines, 0-3 light random edits each"))
+
+
+BUILDERS = {
+    "planted": planted,
+    "realistic": realistic,
+    "debian-files": debian_files,
+    "debian-paragraphs": debian_paragraphs,
+    "debian-short": debian_short,
+}

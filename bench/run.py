@@ -1,0 +1,433 @@
+"""Side-by-side benchmark: gpu_dedup, the cookbook's code, datasketch and rensa.
+
+    python bench/run.py --quick        # under 10 minutes on 2 cores
+    python bench/run.py                # the full comparison (about an hour)
+    python bench/run.py --speed        # a million short documents: gpu_dedup vs rensa, datasketch
+
+On each corpus, in one run on one machine, every tool reads the same JSONL
+file with the same shingles (``--normalize none``), the same number of hash
+functions (128) and the corpus's threshold, each choosing its bands the way
+its documentation does. Every tool runs as its own process: gpu_dedup as the
+``gpu-dedup run`` command (run once untimed first, so Numba's on-disk cache
+is filled), the peers through ``bench/peers.py``. Timings are medians of
+``--repeat`` runs (a tool whose first run exceeds ``--slow`` seconds runs
+once). Accuracy is scored against exact truth (``gpu_dedup.truth``): see
+``bench/results.py`` for what each column means.
+
+Prints one table per run and saves it as a section of bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import corpora  # noqa: E402
+import results  # noqa: E402
+
+TOOLS = ("gpu_dedup", "cookbook", "datasketch", "rensa")
+NUM_PERM = 128
+SEED = 42
+
+PRESETS = {
+    "tiny": {"corpora": ["planted:400", "debian-short:3000"], "repeat": 1, "timeout": 300,
+             "section": None},
+    "quick": {"corpora": ["planted:8000", "realistic:10000", "debian-paragraphs:8000",
+                          "debian-short:100000"], "repeat": 3, "timeout": 300, "slow": 15.0,
+              "section": "comparison-quick"},
+    "full": {"corpora": ["planted:8000", "planted:80000", "realistic:100000", "debian-files",
+                         "debian-paragraphs", "debian-short:300000"], "repeat": 3,
+             "timeout": 1800, "section": "comparison-full"},
+    "speed": {"corpora": ["debian-short:1000000"], "repeat": 3, "timeout": 1800,
+              "tools": ["gpu_dedup", "rensa", "datasketch"], "section": "speed"},
+}
+
+
+# -- processes ------------------------------------------------------------------
+
+def gpu_dedup_command() -> list[str]:
+    """The ``gpu-dedup`` console script of this interpreter's environment."""
+    beside = os.path.join(os.path.dirname(sys.executable), "gpu-dedup")
+    if os.path.exists(beside):
+        return [beside]
+    found = shutil.which("gpu-dedup")
+    return [found] if found else [sys.executable, "-m", "gpu_dedup.cli"]
+
+
+def run_process(cmd: list[str], timeout: float) -> dict:
+    """Run ``cmd`` through ``bench/measure.py``; its wall-clock seconds, peak
+    RSS (bytes), CPU seconds and exit status, or ``timed_out``."""
+    fd, result = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    launcher = [sys.executable, os.path.join(HERE, "measure.py"), result, "--"] + cmd
+    proc = subprocess.Popen(launcher, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        _, err = proc.communicate(timeout=timeout)
+        timed_out = False
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        _, err = proc.communicate()
+        timed_out = True
+    try:
+        with open(result) as f:
+            out = json.load(f)
+    except (OSError, ValueError):
+        out = {"seconds": float("nan"), "peak_rss": 0, "rc": proc.returncode or -1}
+    finally:
+        os.remove(result)
+    tail = err.decode("utf-8", "replace").strip().splitlines()[-5:]
+    out.update(timed_out=timed_out, stderr="\n".join(tail))
+    return out
+
+
+def tool_command(tool: str, spec, out: str, bands=None, rows=None) -> list[str]:
+    if tool == "gpu_dedup":
+        cmd = gpu_dedup_command() + [
+            "run", spec.path, "-o", out, "--overwrite", "--quiet", "--shingle", spec.shingle,
+            "--ngram", str(spec.ngram), "--normalize", "none", "--num-perm", str(NUM_PERM),
+            "--threshold", str(spec.threshold), "--seed", str(SEED)]
+    else:
+        cmd = [sys.executable, os.path.join(HERE, "peers.py"), tool, "--input", spec.path,
+               "--out", out, "--shingle", spec.shingle, "--ngram", str(spec.ngram),
+               "--num-perm", str(NUM_PERM), "--threshold", str(spec.threshold),
+               "--seed", str(SEED)]
+    if bands is not None:
+        cmd += ["--bands", str(bands), "--rows", str(rows)]
+    return cmd
+
+
+# -- truth and scoring ---------------------------------------------------------
+
+class Scorer:
+    """Exact truth of one corpus, and the scores of a tool's clusters and pairs."""
+
+    def __init__(self, spec, data_dir: str | None = None, verbose: bool = True):
+        from gpu_dedup import truth as T
+        self.spec = spec
+        self.texts = corpora.read_texts(spec.path)
+        self.n = len(self.texts)
+        key = f"{spec.shingle}{spec.ngram}_t{spec.threshold:g}"
+        cache = f"{spec.path}.{key}.truth.npz"
+        stamp = os.path.getmtime(spec.path)
+        t0 = time.perf_counter()
+        if os.path.exists(cache) and os.path.getmtime(cache) >= stamp:
+            z = np.load(cache)
+            self.truth = T.Truth(int(z["n"]), z["rep"], z["pair_a"], z["pair_b"],
+                                 z["similarity"], float(z["threshold"]), z["empty"])
+            self.truth_seconds = float(z["seconds"])
+        else:
+            self.truth = T.exact_truth(self.texts, spec.shingle, spec.ngram, "none",
+                                       spec.threshold)
+            self.truth_seconds = time.perf_counter() - t0
+            np.savez(cache, n=self.truth.n, rep=self.truth.rep, pair_a=self.truth.pair_a,
+                     pair_b=self.truth.pair_b, similarity=self.truth.similarity,
+                     threshold=self.truth.threshold, empty=self.truth.empty,
+                     seconds=self.truth_seconds)
+        self.exact_removed = self.truth.removed
+        self._sets = None
+        if verbose:
+            print(f"  exact truth: {self.truth.pair_a.size:,} pairs of different texts with "
+                  f"Jaccard >= {spec.threshold:g}; exact graph removes {self.exact_removed:,} "
+                  f"({self.truth_seconds:.1f}s)", flush=True)
+
+    def similarity(self, a, b) -> np.ndarray:
+        from gpu_dedup.kernels.cpu import jaccard_edges
+        from gpu_dedup.truth import shingle_sets
+        if self._sets is None:
+            self._sets = shingle_sets(self.texts, self.spec.shingle, self.spec.ngram, "none")
+        off, vals = self._sets
+        return jaccard_edges(off, vals, np.asarray(a, np.int64), np.asarray(b, np.int64))
+
+    def score(self, labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
+        t = self.truth
+        same = labels[t.pair_a] == labels[t.pair_b]
+        recall = float(same.mean()) if same.size else 1.0
+        if a.size:
+            sim = self.similarity(a, b)
+            precision = float((sim >= self.spec.threshold).mean())
+        else:
+            precision = 1.0
+        return {"recall": recall, "precision": precision, "pairs": int(a.size),
+                "truth_pairs": int(t.pair_a.size), "missed": int((~same).sum()),
+                "removed": int(self.n - np.unique(labels).size),
+                "exact_removed": int(self.exact_removed)}
+
+
+def read_gpu_dedup(out: str, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    cl = pq.read_table(os.path.join(out, "clusters.parquet"))
+    pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    got = cl["id"].combine_chunks().cast(ids.type)
+    if not got.equals(ids):
+        raise RuntimeError(f"{out}: clusters.parquet is not in input order")
+    labels = cl["cluster"].to_numpy()
+    a = pc.index_in(pairs["id_a"], value_set=ids).to_numpy(zero_copy_only=False)
+    b = pc.index_in(pairs["id_b"], value_set=ids).to_numpy(zero_copy_only=False)
+    return labels, a.astype(np.int64), b.astype(np.int64), report
+
+
+def read_ids(path: str):
+    import pyarrow as pa
+    import pyarrow.json as pj
+    t = pj.read_json(path, parse_options=pj.ParseOptions(
+        explicit_schema=pa.schema([("id", pa.string())]), unexpected_field_behavior="ignore"),
+        read_options=pj.ReadOptions(block_size=16 << 20))
+    return t.column("id").combine_chunks()
+
+
+# -- one tool on one corpus ----------------------------------------------------
+
+def bench_tool(tool: str, spec, scorer: Scorer, out_root: str, repeat: int, timeout: float,
+               slow: float, ids) -> dict:
+    from gpu_dedup.truth import components
+    out = os.path.join(out_root, f"{os.path.basename(spec.path)}.{tool}")
+    cmd = tool_command(tool, spec, out)
+    row = {"corpus": spec.name, "tool": tool, "docs": spec.docs, "runs": []}
+    if tool == "gpu_dedup":
+        warm = run_process(cmd, timeout)
+        if warm["rc"] != 0:
+            row["error"] = f"exit {warm['rc']}: {warm['stderr']}"
+            return row
+    for k in range(repeat):
+        r = run_process(cmd, timeout)
+        if r["timed_out"]:
+            row["error"] = f"timed out after {timeout:.0f}s"
+            return row
+        if r["rc"] != 0:
+            row["error"] = f"exit {r['rc']}: {r['stderr']}"
+            return row
+        row["runs"].append(r)
+        if r["seconds"] > slow:
+            break
+    secs = [r["seconds"] for r in row["runs"]]
+    row["seconds"] = statistics.median(secs)
+    row["docs_per_s"] = spec.docs / row["seconds"]
+    row["peak_rss"] = max(r["peak_rss"] for r in row["runs"])
+    if tool == "gpu_dedup":
+        labels, a, b, report = read_gpu_dedup(out, ids)
+        p = report["parameters"]
+        row.update(bands=p["bands"], rows=p["rows"], verified=p.get("verify", True),
+                   stage_seconds=report["seconds"])
+    else:
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+        pairs = np.load(os.path.join(out, "pairs.npy"))
+        a, b = pairs[:, 0], pairs[:, 1]
+        labels = components(spec.docs, a, b)
+        row.update(bands=meta["bands"], rows=meta["rows"], verified=meta["verified"],
+                   stage_seconds=meta["seconds"], version=meta["version"])
+    row.update(scorer.score(labels, a, b))
+    return row
+
+
+# -- tables ---------------------------------------------------------------------
+
+def fmt_bytes(n: float) -> str:
+    if n >= 2 ** 30:
+        return f"{n / 2 ** 30:.2f} GiB"
+    return f"{n / 2 ** 20:.0f} MiB"
+
+
+def table(rows: list[dict]) -> str:
+    head = ("| corpus | tool | runs | seconds | docs/s | gpu_dedup × | peak RSS | bands×rows "
+            "| recall | precision | removed (exact) |")
+    lines = [head, "|" + "---|" * 11]
+    by_corpus = {}
+    for r in rows:
+        by_corpus.setdefault(r["corpus"], []).append(r)
+    for corpus, rs in by_corpus.items():
+        gd = next((r for r in rs if r["tool"] == "gpu_dedup" and "docs_per_s" in r), None)
+        for r in rs:
+            if "error" in r:
+                lines.append(f"| {corpus} | {r['tool']} | – | – | – | – | – | – | – | – | "
+                             f"{r['error'].splitlines()[-1][:80]} |")
+                continue
+            ratio = (f"{gd['docs_per_s'] / r['docs_per_s']:.2f}" if gd is not None else "–")
+            if r["tool"] == "gpu_dedup":
+                ratio = "1"
+            verified = "" if r.get("verified") else " (unverified)"
+            lines.append(
+                f"| {corpus} | {r['tool']} | {len(r['runs'])} | {r['seconds']:.2f} | "
+                f"{r['docs_per_s']:,.0f} | {ratio} | {fmt_bytes(r['peak_rss'])} | "
+                f"{r['bands']}×{r['rows']}{verified} | {r['recall']:.4f} | "
+                f"{r['precision']:.4f} | {r['removed']:,} ({r['exact_removed']:,}) |")
+    return "\n".join(lines)
+
+
+def stage_table(rows: list[dict]) -> str:
+    gd = [r for r in rows if r["tool"] == "gpu_dedup" and "stage_seconds" in r]
+    if not gd:
+        return ""
+    names = []
+    for r in gd:
+        for k in r["stage_seconds"]:
+            if k not in names:
+                names.append(k)
+    lines = ["| corpus | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for r in gd:
+        s = r["stage_seconds"]
+        lines.append(f"| {r['corpus']} | " + " | ".join(
+            f"{s[k]:.2f}" if isinstance(s.get(k), (int, float)) else "" for k in names) + " |")
+    return "\n".join(lines)
+
+
+def peer_phase_table(rows: list[dict]) -> str:
+    ps = [r for r in rows if r["tool"] != "gpu_dedup" and "stage_seconds" in r]
+    if not ps:
+        return ""
+    names = ["read", "shingle", "sketch", "lsh", "verify", "total"]
+    lines = ["| corpus | tool | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for r in ps:
+        s = r["stage_seconds"]
+        lines.append(f"| {r['corpus']} | {r['tool']} | " + " | ".join(
+            f"{s[k]:.2f}" if k in s else "" for k in names) + " |")
+    return "\n".join(lines)
+
+
+def corpus_lines(specs, scorers) -> str:
+    out = []
+    for spec in specs:
+        sc = scorers.get(spec.name)
+        extra = ""
+        if sc is not None:
+            extra = (f"; exact truth: {sc.truth.pair_a.size:,} pairs of different texts with "
+                     f"Jaccard >= {spec.threshold:g}, the exact graph removes "
+                     f"{sc.exact_removed:,} documents (join: {sc.truth_seconds:.1f}s)")
+        out.append(f"* **{spec.name}** ({spec.docs:,} documents, {spec.bytes / 1e6:.1f} MB of "
+                   f"text; {spec.shingle} {spec.ngram}-grams, threshold {spec.threshold:g}): "
+                   f"{spec.description}{extra}.")
+    return "\n".join(out)
+
+
+# -- main -------------------------------------------------------------------------
+
+def build_corpus(name: str, data_dir: str | None):
+    kind, _, arg = name.partition(":")
+    if kind not in corpora.BUILDERS:
+        raise SystemExit(f"unknown corpus {kind!r}; choose from {', '.join(corpora.BUILDERS)}")
+    builder = corpora.BUILDERS[kind]
+    if kind.startswith("debian") and not corpora.debian_files_available():
+        print(f"  skipping {name}: no files match {corpora.DEBIAN_GLOB}", flush=True)
+        return None
+    if arg:
+        return builder(int(arg), data_dir=data_dir)
+    return builder(data_dir=data_dir)
+
+
+def available(tool: str) -> bool:
+    if tool in ("gpu_dedup", "cookbook"):
+        return True
+    import importlib.util
+    return importlib.util.find_spec(tool) is not None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--quick", action="store_true", help="small corpora, under 10 minutes")
+    g.add_argument("--speed", action="store_true",
+                   help="a million short documents, gpu_dedup vs rensa and datasketch")
+    g.add_argument("--tiny", action="store_true", help="a smoke test of the harness (seconds)")
+    ap.add_argument("--corpora", nargs="+", help="e.g. planted:8000 realistic:20000 "
+                    "debian-files debian-paragraphs debian-short:100000")
+    ap.add_argument("--tools", nargs="+", choices=TOOLS)
+    ap.add_argument("--repeat", type=int, help="timed runs per tool (median reported)")
+    ap.add_argument("--slow", type=float, default=None,
+                    help="a tool whose run takes longer than this many seconds runs once "
+                         "(default 120; 15 with --quick)")
+    ap.add_argument("--timeout", type=float, help="seconds before a run is abandoned")
+    ap.add_argument("--data", default=None, help="corpus folder (default bench/data)")
+    ap.add_argument("--out", default=None, help="run outputs (default: a temporary folder)")
+    ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    ap.add_argument("--no-save", action="store_true", help="do not update bench/RESULTS.md")
+    args = ap.parse_args(argv)
+    preset = PRESETS["quick" if args.quick else "speed" if args.speed else
+                     "tiny" if args.tiny else "full"]
+    names = args.corpora or preset["corpora"]
+    tools = args.tools or preset.get("tools") or list(TOOLS)
+    repeat = args.repeat or preset["repeat"]
+    timeout = args.timeout or preset["timeout"]
+    slow = args.slow or preset.get("slow", 120.0)
+    section = None if (args.no_save or args.corpora or args.tools) else preset["section"]
+    out_root = args.out or tempfile.mkdtemp(prefix="gpu-dedup-bench-")
+    os.makedirs(out_root, exist_ok=True)
+    missing = [t for t in tools if not available(t)]
+    for t in missing:
+        print(f"skipping {t}: not installed (pip install -e '.[bench]')", flush=True)
+    tools = [t for t in tools if t not in missing]
+    machine = results.machine()
+    print(f"machine: {results.machine_line(machine)}", flush=True)
+    t_start = time.perf_counter()
+    rows, specs, scorers = [], [], {}
+    try:
+        for name in names:
+            print(f"corpus {name}: building", flush=True)
+            spec = build_corpus(name, args.data)
+            if spec is None:
+                continue
+            specs.append(spec)
+            scorer = Scorer(spec)
+            scorers[spec.name] = scorer
+            ids = read_ids(spec.path)
+            for tool in tools:
+                row = bench_tool(tool, spec, scorer, out_root, repeat, timeout, slow, ids)
+                rows.append(row)
+                if "error" in row:
+                    print(f"  {tool}: {row['error']}", flush=True)
+                else:
+                    print(f"  {tool}: {row['docs_per_s']:,.0f} docs/s ({row['seconds']:.2f}s, "
+                          f"{len(row['runs'])} run(s)), recall {row['recall']:.4f}, precision "
+                          f"{row['precision']:.4f}, removed {row['removed']:,}", flush=True)
+    finally:
+        if args.out is None:
+            shutil.rmtree(out_root, ignore_errors=True)
+    elapsed = time.perf_counter() - t_start
+    md = table(rows)
+    print()
+    print(md)
+    stages = stage_table(rows)
+    phases = peer_phase_table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"machine": machine, "rows": rows, "corpora": [s.to_dict() for s in specs],
+                       "seconds": elapsed}, f, indent=1, default=str)
+    if section:
+        cmd = "python bench/run.py" + {"comparison-quick": " --quick", "speed": " --speed"}.get(
+            section, "")
+        body = [f"Measured {machine['date']} with `{cmd}` ({elapsed / 60:.1f} minutes in all).",
+                "", f"Machine: {results.machine_line(machine)}.", "", "Corpora:", "",
+                corpus_lines(specs, scorers), "", md, ""]
+        if stages:
+            body += ["gpu_dedup seconds per stage (report.json of the last timed run; "
+                     "`total` is inside the process, the table's seconds include start-up):", "",
+                     stages, ""]
+        if phases:
+            body += ["Peers' seconds per phase (inside the process):", "", phases, ""]
+        results.save(section, "\n".join(body), {"machine": machine, "rows": rows,
+                                                "corpora": [s.to_dict() for s in specs],
+                                                "seconds": elapsed})
+        print(f"\nsaved to {results.RESULTS_MD}")
+    failed = [r for r in rows if "error" in r and r["tool"] == "gpu_dedup"]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

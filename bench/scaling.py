@@ -1,0 +1,225 @@
+"""Scaling: time and peak memory against corpus size.
+
+    python bench/scaling.py                      # 10k .. 1M documents
+    python bench/scaling.py --sizes 10000 100000 1000000 10000000 --timeout 3600
+
+Corpora come from the realistic generator (``bench/generate.py``, about 500
+bytes a document, char 5-grams, threshold 0.8, 128 hashes). gpu_dedup runs as
+the ``gpu-dedup run`` command (warm); the peers run through
+``bench/peers.py`` at each size until one run exceeds ``--timeout`` seconds,
+after which larger sizes are skipped for that peer. Fits the growth exponent
+``k`` of ``seconds ~ N**k`` (least squares in log-log over the sizes of at
+least ``--fit-from`` documents, where start-up no longer dominates), writes a
+PNG plot (when matplotlib is installed) and saves a section of
+bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import corpora  # noqa: E402
+import results  # noqa: E402
+import run as harness  # noqa: E402
+
+DEFAULT_SIZES = [10_000, 30_000, 100_000, 300_000, 1_000_000]
+PLOT = os.path.join(HERE, "results", "scaling.png")
+
+
+def fit_exponent(sizes, values, fit_from: int):
+    pts = [(n, v) for n, v in zip(sizes, values) if n >= fit_from and v and v > 0]
+    if len(pts) < 2:
+        return None
+    x = np.log([p[0] for p in pts])
+    y = np.log([p[1] for p in pts])
+    k, _ = np.polyfit(x, y, 1)
+    return float(k)
+
+
+def plot(rows, tools, path: str) -> str | None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for tool in tools:
+        pts = [(r["docs"], r["seconds"], r["peak_rss"]) for r in rows
+               if r["tool"] == tool and "seconds" in r]
+        if not pts:
+            continue
+        n, s, m = zip(*pts)
+        ax1.loglog(n, s, "o-", label=tool)
+        ax2.loglog(n, np.array(m) / 2 ** 20, "o-", label=tool)
+    ax1.set_xlabel("documents")
+    ax1.set_ylabel("seconds (whole process)")
+    ax1.set_title("Time")
+    ax2.set_xlabel("documents")
+    ax2.set_ylabel("peak RSS (MiB)")
+    ax2.set_title("Peak memory")
+    for ax in (ax1, ax2):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", nargs="+", type=int, default=DEFAULT_SIZES)
+    ap.add_argument("--tools", nargs="+", choices=harness.TOOLS,
+                    default=["gpu_dedup", "rensa", "datasketch", "cookbook"])
+    ap.add_argument("--mean-bytes", type=int, default=500)
+    ap.add_argument("--timeout", type=float, default=900.0,
+                    help="seconds; a peer slower than this is not run at larger sizes")
+    ap.add_argument("--fit-from", type=int, default=100_000)
+    ap.add_argument("--data", default=None)
+    ap.add_argument("--keep-corpora", action="store_true",
+                    help="keep generated corpora above 1M documents (deleted by default)")
+    ap.add_argument("--no-save", action="store_true")
+    args = ap.parse_args(argv)
+    tools = [t for t in args.tools if harness.available(t)]
+    machine = results.machine()
+    print(f"machine: {results.machine_line(machine)}", flush=True)
+    out_root = tempfile.mkdtemp(prefix="gpu-dedup-scaling-")
+    rows = []
+    stopped = set()
+    t0 = time.perf_counter()
+    try:
+        for n in sorted(args.sizes):
+            spec = corpora.realistic(n, mean_bytes=args.mean_bytes, data_dir=args.data)
+            print(f"{n:,} documents ({spec.bytes / 1e6:.0f} MB)", flush=True)
+            for tool in tools:
+                if tool in stopped:
+                    rows.append({"tool": tool, "docs": n, "skipped": True})
+                    continue
+                out = os.path.join(out_root, f"{n}.{tool}")
+                cmd = harness.tool_command(tool, spec, out)
+                if tool == "gpu_dedup":
+                    harness.run_process(cmd, args.timeout)      # warm
+                r = harness.run_process(cmd, args.timeout)
+                row = {"tool": tool, "docs": n, "bytes": spec.bytes}
+                if r["timed_out"] or r["rc"] != 0:
+                    row["error"] = (f"over {args.timeout:.0f}s" if r["timed_out"]
+                                    else f"exit {r['rc']}: {r['stderr']}")
+                    stopped.add(tool)
+                    print(f"  {tool}: {row['error']}", flush=True)
+                else:
+                    row.update(seconds=r["seconds"], peak_rss=r["peak_rss"],
+                               docs_per_s=n / r["seconds"])
+                    if tool == "gpu_dedup":
+                        with open(os.path.join(out, "report.json")) as f:
+                            rep = json.load(f)
+                        row["stage_seconds"] = rep["seconds"]
+                        row["removed"] = rep["documents"]["removed"]
+                    print(f"  {tool}: {r['seconds']:.1f}s, {n / r['seconds']:,.0f} docs/s, "
+                          f"peak {harness.fmt_bytes(r['peak_rss'])}", flush=True)
+                    if r["seconds"] > args.timeout / 3 and tool != "gpu_dedup":
+                        stopped.add(tool)   # the next size would exceed the timeout
+                shutil.rmtree(out, ignore_errors=True)
+                rows.append(row)
+            if n > 1_000_000 and not args.keep_corpora:
+                for p in (spec.path, spec.path + ".meta.json",
+                          generate_truth_path(spec.path)):
+                    if os.path.exists(p):
+                        os.remove(p)
+    finally:
+        shutil.rmtree(out_root, ignore_errors=True)
+    elapsed = time.perf_counter() - t0
+    sizes = sorted(set(args.sizes))
+    fits = {}
+    for tool in tools:
+        got = {r["docs"]: r for r in rows if r["tool"] == tool and "seconds" in r}
+        ns = [n for n in sizes if n in got]
+        fits[tool] = {
+            "time": fit_exponent(ns, [got[n]["seconds"] for n in ns], args.fit_from),
+            "memory": fit_exponent(ns, [got[n]["peak_rss"] for n in ns], args.fit_from),
+        }
+    lines = ["| documents | " + " | ".join(f"{t} seconds | {t} peak RSS" for t in tools) + " |",
+             "|---|" + "---|---|" * len(tools)]
+    for n in sizes:
+        cells = []
+        for t in tools:
+            r = next((r for r in rows if r["tool"] == t and r["docs"] == n), None)
+            if r is None or r.get("skipped"):
+                cells += ["–", "–"]
+            elif "error" in r:
+                cells += [r["error"][:40], "–"]
+            else:
+                cells += [f"{r['seconds']:.1f}", harness.fmt_bytes(r["peak_rss"])]
+        lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
+    fit_lines = []
+    for t in tools:
+        f = fits[t]
+        if f["time"] is None:
+            fit_lines.append(f"* {t}: not enough sizes of at least {args.fit_from:,} documents "
+                             f"to fit")
+        else:
+            fit_lines.append(f"* {t}: time grows as N^{f['time']:.2f}, peak memory as "
+                             f"N^{f['memory']:.2f} (sizes >= {args.fit_from:,})")
+    gd = [r for r in rows if r["tool"] == "gpu_dedup" and "stage_seconds" in r]
+    stage_names = []
+    for r in gd:
+        for k in r["stage_seconds"]:
+            if k not in stage_names:
+                stage_names.append(k)
+    stage_lines = ["| documents | " + " | ".join(stage_names) + " |",
+                   "|---|" + "---|" * len(stage_names)]
+    for r in gd:
+        s = r["stage_seconds"]
+        stage_lines.append(f"| {r['docs']:,} | " + " | ".join(
+            f"{s[k]:.1f}" if isinstance(s.get(k), (int, float)) else "" for k in stage_names)
+            + " |")
+    table = "\n".join(lines)
+    print()
+    print(table)
+    print("\n".join(fit_lines))
+    png = plot(rows, tools, PLOT)
+    if png:
+        print(f"plot: {png}")
+    else:
+        print("plot skipped: matplotlib is not installed (pip install matplotlib)")
+    if not args.no_save:
+        cmd = "python bench/scaling.py" + ("" if sizes == DEFAULT_SIZES else
+                                           " --sizes " + " ".join(map(str, sizes)))
+        body = [f"Measured {machine['date']} with `{cmd}` ({elapsed / 60:.1f} minutes in all).",
+                "", f"Machine: {results.machine_line(machine)}.", "",
+                f"Corpus: `bench/generate.py` documents of about {args.mean_bytes} bytes "
+                f"(char 5-grams, threshold 0.8, 128 hashes, `--normalize none`); one timed run "
+                f"per size (gpu_dedup after an untimed warm-up); a peer stops at the first "
+                f"size it cannot finish within {args.timeout:.0f}s, or when its run takes more "
+                f"than a third of that.", "", table, "", "Fitted growth:", "",
+                "\n".join(fit_lines), ""]
+        if png:
+            body += ["![time and peak memory against documents](results/scaling.png)", ""]
+        else:
+            body += ["(plot skipped: matplotlib is not installed)", ""]
+        body += ["gpu_dedup seconds per stage (report.json):", "", "\n".join(stage_lines), ""]
+        results.save("scaling", "\n".join(body), {"machine": machine, "rows": rows,
+                                                  "fits": fits, "seconds": elapsed})
+    return 0
+
+
+def generate_truth_path(path: str) -> str:
+    import generate
+    return generate.truth_path_for(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
