@@ -190,44 +190,51 @@ def rapids_available(module: str) -> bool:
 
 # -- bucket collisions, as array code over NumPy or CuPy ----------------------------
 
+def _band_edges(xp, k, m):
+    """Anchor and chain edges of one band from its keys ``k`` and documents
+    ``m``, sorted by key with documents ascending inside each bucket."""
+    start = xp.ones(m.shape[0], dtype=xp.bool_)
+    start[1:] = k[1:] != k[:-1]
+    anchor = m[start][xp.cumsum(start) - 1]
+    sel = ~start
+    prev = xp.empty_like(m)
+    prev[1:] = m[:-1]
+    prev[:1] = -1
+    chain = sel & (prev != anchor)
+    u64 = xp.uint64
+    return xp.concatenate([(anchor[sel].astype(u64) << u64(32)) | m[sel].astype(u64),
+                           (prev[chain].astype(u64) << u64(32)) | m[chain].astype(u64)])
+
+
 def bucket_edges_sorted(xp, keys, active):
-    """Anchor edges of every band of ``keys`` (N x B), packed ``a << 32 | b``,
+    """Candidate edges of every band of ``keys`` (N x B), packed ``a << 32 | b``,
     sorted and unique, from a stable sort per band. Equal to
-    ``kernels.cpu.bucket_edges``: the anchor of a bucket is its first active
-    member in input order."""
+    ``kernels.cpu.bucket_edges``: a bucket's members in input order
+    ``m0 < m1 < ...`` give the anchor edges ``(m0, mi)`` and the chain edges
+    ``(m(i-1), mi)``."""
     idx = xp.flatnonzero(xp.asarray(active)).astype(xp.int64)
     out = []
     if idx.shape[0] > 1:
         for j in range(keys.shape[1]):
             col = xp.asarray(keys[:, j])[idx]
             order = xp.argsort(col, kind="stable")
-            k = col[order]
-            m = idx[order]
-            start = xp.ones(m.shape[0], dtype=xp.bool_)
-            start[1:] = k[1:] != k[:-1]
-            anchor = m[start][xp.cumsum(start) - 1]
-            sel = ~start
-            out.append((anchor[sel].astype(xp.uint64) << xp.uint64(32))
-                       | m[sel].astype(xp.uint64))
+            out.append(_band_edges(xp, col[order], idx[order]))
     if not out:
         return xp.zeros(0, dtype=xp.uint64)
     return xp.unique(xp.concatenate(out))
 
 
 def bucket_edges_frame(frames, xp, keys, active):
-    """As :func:`bucket_edges_sorted`, with a DataFrame ``groupby`` per band:
-    ``frames`` is cuDF on a GPU (pandas runs the same code on the host)."""
+    """As :func:`bucket_edges_sorted`, with a DataFrame sort by (key, document)
+    per band: ``frames`` is cuDF on a GPU (pandas runs the same code on the host)."""
     idx = xp.flatnonzero(xp.asarray(active)).astype(xp.int64)
     out = []
     if idx.shape[0] > 1:
         for j in range(keys.shape[1]):
             col = xp.asarray(keys[:, j])[idx]
-            df = frames.DataFrame({"key": col, "doc": idx})
-            anchor = df.groupby("key", sort=False)["doc"].transform("min")
-            a = xp.asarray(anchor.values, dtype=xp.int64)
-            sel = a != idx
-            out.append((a[sel].astype(xp.uint64) << xp.uint64(32))
-                       | idx[sel].astype(xp.uint64))
+            df = frames.DataFrame({"key": col, "doc": idx}).sort_values(["key", "doc"])
+            out.append(_band_edges(xp, xp.asarray(df["key"].values, dtype=xp.uint64),
+                                   xp.asarray(df["doc"].values, dtype=xp.int64)))
     if not out:
         return xp.zeros(0, dtype=xp.uint64)
     return xp.unique(xp.concatenate(out))

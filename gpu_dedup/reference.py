@@ -118,15 +118,16 @@ def jaccard(x: set, y: set) -> float:
 
 
 def anchor_edges(keys_by_band, active) -> set[tuple[int, int]]:
-    """(first member, other member) of every bucket of every band."""
+    """Every bucket of every band, members in input order ``m0, m1, ...``:
+    the anchor edges ``(m0, mi)`` and the chain edges ``(m(i-1), mi)``."""
     edges = set()
     for keys in keys_by_band:
-        first = {}
+        buckets = {}
         for i, k in enumerate(keys):
-            if not active[i]:
-                continue
-            if k in first:
-                edges.add((first[k], i))
-            else:
-                first[k] = i
+            if active[i]:
+                buckets.setdefault(k, []).append(i)
+        for members in buckets.values():
+            for x in range(1, len(members)):
+                edges.add((members[0], members[x]))
+                edges.add((members[x - 1], members[x]))
     return edges

@@ -181,61 +181,79 @@ def band_keys(sig, bands, rows, out):
             out[i, j] = key
 
 
-@njit(cache=True)
-def _bucket_anchor_edges(keys, active, ea, eb):
-    """Edges (anchor, member) of one band: the anchor of a bucket is its first
-    active member in input order. Returns the number of edges written."""
-    N = keys.shape[0]
-    size = 1
-    while size < 2 * N + 2:
-        size <<= 1
-    mask = U64(size - 1)
-    tab_key = np.empty(size, np.uint64)
-    tab_doc = np.full(size, -1, np.int64)
-    m = 0
-    for i in range(N):
-        if not active[i]:
-            continue
-        k = keys[i]
-        slot = np.int64((k ^ (k >> U64(29))) & mask)
-        while True:
-            d = tab_doc[slot]
-            if d < 0:
-                tab_doc[slot] = i
-                tab_key[slot] = k
-                break
-            if tab_key[slot] == k:
-                ea[m] = d
-                eb[m] = i
-                m += 1
-                break
-            slot = (slot + 1) & np.int64(size - 1)
-    return m
-
-
 @njit(parallel=True, cache=True)
-def bucket_edges(keys, active):
-    """Anchor edges of every band of ``keys`` (N x B), packed as ``a << 32 | b``.
+def segment_bucket_edges(keys, docs, seg):
+    """Candidate edges of the buckets of several key segments, packed
+    ``a << 32 | b`` (``a < b``), sorted and unique.
 
-    Returns a sorted array of unique packed edges.
+    ``keys[seg[j]:seg[j+1]]`` are the keys of segment ``j`` (one band, or one
+    key partition of one band) and ``docs`` the matching document positions,
+    ascending within each segment; an empty ``docs`` means position
+    ``i - seg[j]``. Within a segment a bucket's members, in order, are
+    ``m0 < m1 < ... < mk``; it gives the *anchor edges* ``(m0, mi)`` and the
+    *chain edges* ``(m(i-1), mi)``: at most ``2k`` edges, never all pairs.
     """
-    N, B = keys.shape
-    counts = np.zeros(B, np.int64)
-    ea = np.empty((B, N), np.int64)
-    eb = np.empty((B, N), np.int64)
-    for j in prange(B):
-        col = np.ascontiguousarray(keys[:, j])
-        counts[j] = _bucket_anchor_edges(col, active, ea[j], eb[j])
-    total = 0
-    for j in range(B):
-        total += counts[j]
-    packed = np.empty(total, np.uint64)
+    g = seg.shape[0] - 1
+    total = seg[g]
+    out = np.empty(2 * total, np.uint64)
+    counts = np.zeros(max(g, 1), np.int64)
+    implicit = docs.shape[0] == 0
+    for j in prange(g):
+        lo = seg[j]
+        hi = seg[j + 1]
+        n = hi - lo
+        size = 1
+        while size < 2 * n + 2:
+            size <<= 1
+        mask = U64(size - 1)
+        tab_key = np.empty(size, np.uint64)
+        tab_first = np.full(size, -1, np.int64)
+        tab_last = np.empty(size, np.int64)
+        m = 0
+        base = 2 * lo
+        for i in range(lo, hi):
+            k = keys[i]
+            d = i - lo if implicit else docs[i]
+            slot = np.int64((k ^ (k >> U64(29))) & mask)
+            while True:
+                a = tab_first[slot]
+                if a < 0:
+                    tab_first[slot] = d
+                    tab_last[slot] = d
+                    tab_key[slot] = k
+                    break
+                if tab_key[slot] == k:
+                    out[base + m] = (U64(a) << U64(32)) | U64(d)
+                    m += 1
+                    last = tab_last[slot]
+                    if last != a:
+                        out[base + m] = (U64(last) << U64(32)) | U64(d)
+                        m += 1
+                    tab_last[slot] = d
+                    break
+                slot = (slot + 1) & np.int64(size - 1)
+        counts[j] = m
+    n_out = 0
+    for j in range(g):
+        n_out += counts[j]
+    packed = np.empty(n_out, np.uint64)
     p = 0
-    for j in range(B):
+    for j in range(g):
+        b0 = 2 * seg[j]
         for e in range(counts[j]):
-            packed[p] = (U64(ea[j, e]) << U64(32)) | U64(eb[j, e])
+            packed[p] = out[b0 + e]
             p += 1
     return np.unique(packed)
+
+
+def bucket_edges(keys, active):
+    """Candidate edges of every band of ``keys`` (N x B) over the active rows
+    (see :func:`segment_bucket_edges`), packed ``a << 32 | b``."""
+    n, b = keys.shape
+    docs = np.flatnonzero(active).astype(np.int64)
+    flat = np.ascontiguousarray(keys[docs].T).reshape(-1)
+    seg = np.arange(b + 1, dtype=np.int64) * docs.size
+    return segment_bucket_edges(flat, np.tile(docs, b), seg)
 
 
 @njit(cache=True)

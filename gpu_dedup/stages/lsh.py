@@ -1,14 +1,14 @@
 """LSH banding: band keys, bucket collisions, and candidate edges.
 
 A bucket is a (band, key) pair. Its members (documents whose band rows agree
-exactly) are joined by *anchor edges*: the first member in input order to each
-other member, so a bucket of size ``m`` gives ``m - 1`` edges, never all pairs.
+exactly), in input order ``m0, m1, ..., mk``, are joined by *anchor edges*
+``(m0, mi)`` and *chain edges* ``(m(i-1), mi)``: at most ``2k`` edges, never
+all pairs.
 
-Verification could then lose a true pair that shares a bucket with an
-unrelated anchor. So edges are produced in rounds: the members of a bucket
-whose edge to its anchor failed verification are re-anchored on the first of
-them, and the new edges are verified in the next round, up to
-``max_rounds``. An edge whose two ends are already joined by accepted edges
+Verification could still lose a true pair that shares a bucket with unrelated
+documents. So edges are produced in rounds: the members of a bucket whose edge
+to its anchor failed verification are re-anchored on the first of them, and
+the new edges are verified in the next round, up to ``max_rounds``. An edge whose two ends are already joined by accepted edges
 of earlier rounds is not scored again (it cannot change the clusters), which
 keeps dense clusters from multiplying the work. Every round's edges are a
 pure function of the previous rounds, so the result does not depend on how
