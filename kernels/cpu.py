@@ -91,11 +91,12 @@ def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, ou
 def _minima(hashes, cnt, a, b, mins):
     """``mins[k] = min over s < cnt of permute(a[k], hashes[s], b[k])``.
 
-    Four permutations at a time keep four independent minima in registers,
-    which is faster here than vectorising over ``k``.
+    Four permutations times two shingles at a time keep eight independent
+    minima in registers, which is faster here than vectorising over ``k``.
     """
     K = a.shape[0]
     k = 0
+    top = ~U64(0)
     while k + 4 <= K:
         a0 = a[k]
         a1 = a[k + 1]
@@ -105,23 +106,40 @@ def _minima(hashes, cnt, a, b, mins):
         b1 = b[k + 1]
         b2 = b[k + 2]
         b3 = b[k + 3]
-        m0 = ~U64(0)
-        m1 = m0
-        m2 = m0
-        m3 = m0
-        for s in range(cnt):
+        m0 = top
+        m1 = top
+        m2 = top
+        m3 = top
+        n0 = top
+        n1 = top
+        n2 = top
+        n3 = top
+        s = 0
+        while s + 1 < cnt:
+            x = hashes[s]
+            y = hashes[s + 1]
+            m0 = min(m0, permute(a0, x, b0))
+            m1 = min(m1, permute(a1, x, b1))
+            m2 = min(m2, permute(a2, x, b2))
+            m3 = min(m3, permute(a3, x, b3))
+            n0 = min(n0, permute(a0, y, b0))
+            n1 = min(n1, permute(a1, y, b1))
+            n2 = min(n2, permute(a2, y, b2))
+            n3 = min(n3, permute(a3, y, b3))
+            s += 2
+        if s < cnt:
             x = hashes[s]
             m0 = min(m0, permute(a0, x, b0))
             m1 = min(m1, permute(a1, x, b1))
             m2 = min(m2, permute(a2, x, b2))
             m3 = min(m3, permute(a3, x, b3))
-        mins[k] = m0
-        mins[k + 1] = m1
-        mins[k + 2] = m2
-        mins[k + 3] = m3
+        mins[k] = min(m0, n0)
+        mins[k + 1] = min(m1, n1)
+        mins[k + 2] = min(m2, n2)
+        mins[k + 3] = min(m3, n3)
         k += 4
     while k < K:
-        m0 = ~U64(0)
+        m0 = top
         for s in range(cnt):
             m0 = min(m0, permute(a[k], hashes[s], b[k]))
         mins[k] = m0
