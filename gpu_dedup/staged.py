@@ -20,7 +20,7 @@ in the same order, over partitions whose results go to a work directory:
    contiguous row.
 4. **lsh**, per unit (a group of bands x a partition of the key space): the
    unit loads only its bands' key rows, keeps the keys of its partition and
-   emits the anchor edges of its buckets (:func:`anchor_edges_segments`).
+   emits the candidate edges of its buckets (:func:`anchor_edges_segments`).
    Every bucket lies in one partition and its members arrive in input order,
    so the union over units is exactly
    :func:`gpu_dedup.kernels.cpu.bucket_edges` over the whole corpus.
@@ -59,7 +59,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from numba import njit, prange
 
 from .backend import get_backend
 from .config import Config
@@ -90,65 +89,24 @@ _U64 = np.uint64
 # kernels
 # =========================================================================
 
-@njit(parallel=True, cache=True)
 def anchor_edges_segments(keys, docs, seg):
-    """Anchor edges of several bands' buckets, packed ``a << 32 | b``, sorted
-    and unique.
+    """Candidate edges of the buckets of several key segments, packed
+    ``a << 32 | b``, sorted and unique: the engine's definition,
+    :func:`gpu_dedup.kernels.cpu.segment_bucket_edges`.
 
-    ``keys[seg[j]:seg[j+1]]`` are the band keys of segment ``j`` (one band, or
-    one key partition of one band) and ``docs`` the matching document
-    positions, ascending within each segment; an empty ``docs`` means position
-    ``i - seg[j]``. Within a segment, a bucket's anchor is its first row and
-    every later row ``d`` gives the edge ``(anchor, d)``: the definition of
-    :func:`gpu_dedup.kernels.cpu.bucket_edges`.
+    ``keys[seg[j]:seg[j+1]]`` are the keys of segment ``j`` (one band, or one
+    key partition of one band) and ``docs`` the matching document positions,
+    ascending within each segment (empty: position ``i - seg[j]``). Every
+    bucket lies in one segment with its members in input order, so the union
+    over segments equals :func:`gpu_dedup.kernels.cpu.bucket_edges` over the
+    whole corpus.
     """
-    g = seg.shape[0] - 1
-    total = seg[g]
-    out = np.empty(total, np.uint64)
-    counts = np.zeros(max(g, 1), np.int64)
-    implicit = docs.shape[0] == 0
-    for j in prange(g):
-        lo = seg[j]
-        hi = seg[j + 1]
-        n = hi - lo
-        size = 1
-        while size < 2 * n + 2:
-            size <<= 1
-        mask = _U64(size - 1)
-        tab_key = np.empty(size, np.uint64)
-        tab_doc = np.full(size, -1, np.int64)
-        m = 0
-        for i in range(lo, hi):
-            k = keys[i]
-            d = i - lo if implicit else docs[i]
-            slot = np.int64((k ^ (k >> _U64(29))) & mask)
-            while True:
-                a = tab_doc[slot]
-                if a < 0:
-                    tab_doc[slot] = d
-                    tab_key[slot] = k
-                    break
-                if tab_key[slot] == k:
-                    out[lo + m] = (_U64(a) << _U64(32)) | _U64(d)
-                    m += 1
-                    break
-                slot = (slot + 1) & np.int64(size - 1)
-        counts[j] = m
-    n_out = 0
-    for j in range(g):
-        n_out += counts[j]
-    packed = np.empty(n_out, np.uint64)
-    p = 0
-    for j in range(g):
-        for e in range(counts[j]):
-            packed[p] = out[seg[j] + e]
-            p += 1
-    return np.unique(packed)
+    from .kernels import cpu
+    return cpu.segment_bucket_edges(keys, docs, seg)
 
 
 def anchor_edges(keys: np.ndarray) -> np.ndarray:
-    """``bucket_edges`` of an ``N x B`` key matrix through
-    :func:`anchor_edges_segments` (one segment per band)."""
+    """Candidate edges of an ``N x B`` key matrix with one segment per band."""
     n, b = keys.shape
     flat = np.ascontiguousarray(keys.T).reshape(-1)
     seg = np.arange(b + 1, dtype=np.int64) * n
@@ -884,11 +842,38 @@ class _CorpusInfo:
     shards: list
     invalid_utf8: int
     skipped: list = field(default_factory=list)
+    texts: object = None
+    ids: object = None
 
 
 @dataclass
 class _Result:
     stats: dict
+
+
+@dataclass
+class _ResultView:
+    """The per-document and per-edge arrays :func:`write_html` reads."""
+
+    cluster: np.ndarray
+    kept: np.ndarray
+    pair_similarity: np.ndarray
+    pair_exact: np.ndarray
+
+
+class _LazyStrings:
+    """``column[i]`` of the stored texts or ids, read on demand."""
+
+    def __init__(self, ctx: Ctx, name: str, n: int):
+        self.ctx = ctx
+        self.name = name
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return _gather(self.ctx, np.array([int(i)], dtype=np.int64), self.name)[0]
 
 
 def _report_kwargs(build_report, on_bad_record: str) -> dict:
@@ -977,6 +962,7 @@ class _Runner:
         self.raw_inputs = raw_inputs
         self.ctx = Ctx(wd.root, cfg, be.name, text_field, id_field, plan)
         self.timer = StageTimer()
+        self.html = True
         self.reused: dict[str, int] = {}
         self.units: dict[str, int] = {}
 
@@ -1244,12 +1230,14 @@ class _Runner:
             ea = np.concatenate([member_rep, fa])
             eb = np.concatenate([members, fb])
             sim = np.concatenate([np.ones(members.size), scores])
+            is_exact = np.concatenate([np.ones(members.size, dtype=bool),
+                                       np.zeros(fa.size, dtype=bool)])
             del fa, fb, acc, scores
             lo = np.minimum(ea, eb)
             hi = np.maximum(ea, eb)
             del ea, eb
             order = np.argsort(pack_edges(lo, hi), kind="stable")
-            ea, eb, sim = lo[order], hi[order], sim[order]
+            ea, eb, sim, is_exact = lo[order], hi[order], sim[order], is_exact[order]
             del lo, hi, order
             labels = _host(self.be, self.be.components(N, ea, eb))
             cluster = cluster_ids(labels)
@@ -1267,12 +1255,13 @@ class _Runner:
             self.wd.save_npy("final/pair_a.npy", ea)
             self.wd.save_npy("final/pair_b.npy", eb)
             self.wd.save_npy("final/pair_similarity.npy", sim)
+            self.wd.save_npy("final/pair_exact.npy", is_exact)
             n_kept = int(kept.sum())
             idx = np.arange(N, dtype=np.int64)
             meta = {"kept": n_kept, "clusters": int(np.count_nonzero(cluster == idx)),
                     "duplicate_clusters": int(np.unique(cluster[~kept]).size),
                     "exact_removed": int(members.size), "units": 1}
-            del idx, cluster, kept, ea, eb, sim, members, member_rep
+            del idx, cluster, kept, ea, eb, sim, is_exact, members, member_rep
             self.wd.mark_done("stage/components", meta)
         self.comp_meta = meta
 
@@ -1318,7 +1307,7 @@ class _Runner:
             self._write_data(fi, out, kept)
             release_memory()
         return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
-                "report": "report.json"}
+                "report": "report.json", "report_html": "report.html"}
 
     def _write_data(self, fi: int, out: str, kept: np.ndarray) -> None:
         """The kept records of shard ``fi``, written by the shard's own writer
@@ -1377,6 +1366,10 @@ class _Runner:
             report["work"] = {"dir": self.wd.root, "chunks": len(self.chunks),
                               "units": dict(self.units), "reused": dict(self.reused),
                               "plan": self.plan.key()}
+            if self.html:
+                self._write_html(tmp, report, t_start)
+            else:
+                report["outputs"].pop("report_html", None)
             with open(os.path.join(tmp, "report.json"), "w") as f:
                 json.dump(report, f, indent=2, sort_keys=False)
                 f.write("\n")
@@ -1385,6 +1378,27 @@ class _Runner:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return report
+
+    def _write_html(self, tmp: str, report: dict, t_start: float) -> None:
+        """report.html, from the arrays in the work directory; the clusters it
+        shows are read back (their normalized text) one document at a time."""
+        try:
+            from .report_html import write_html
+        except ImportError:
+            report["outputs"].pop("report_html", None)
+            return
+        t0 = time.perf_counter()
+        result = _ResultView(
+            cluster=self.wd.load_npy("final/cluster.npy", mmap=True),
+            kept=self.wd.load_npy("final/kept.npy", mmap=True),
+            pair_similarity=self.wd.load_npy("final/pair_similarity.npy", mmap=True),
+            pair_exact=self.wd.load_npy("final/pair_exact.npy", mmap=True))
+        corpus = self._corpus_info()
+        corpus.texts = _LazyStrings(self.ctx, "text.arrow", self.N)
+        corpus.ids = _LazyStrings(self.ctx, "ids.arrow", self.N)
+        write_html(os.path.join(tmp, "report.html"), report, result, corpus)
+        report["seconds"]["report"] = time.perf_counter() - t0
+        report["seconds"]["total"] = time.perf_counter() - t_start
 
     def stats(self) -> dict:
         N = self.N
@@ -1429,7 +1443,7 @@ def run_staged(inputs, output: str, config: Config | None = None, *, device: str
                text_field: str = "text", id_field: str | None = "id", overwrite: bool = False,
                memory_limit=None, scheduler: str = "none", workers: int | None = None,
                work_dir: str | None = None, keep_work_dir: bool = False, gpu_memory=None,
-               on_bad_record: str = "error", on_progress=None) -> dict:
+               on_bad_record: str = "error", on_progress=None, html: bool = True) -> dict:
     """Deduplicate ``inputs`` into ``output`` within a memory budget; the
     outputs equal :func:`gpu_dedup.pipeline.run`'s. Returns the report (also
     written as ``report.json``), which adds ``memory`` (the budget and the
@@ -1449,6 +1463,8 @@ def run_staged(inputs, output: str, config: Config | None = None, *, device: str
             otherwise).
         on_bad_record: ``"error"`` or ``"skip"``, as for
             :func:`gpu_dedup.io.sources.read_corpus`.
+        html: also write ``report.html`` (its example clusters show the
+            normalized texts kept in the work directory).
         on_progress: ``on_progress(stage, done, total)`` after each unit
             computed (not reused) in this run.
     """
@@ -1486,6 +1502,7 @@ def run_staged(inputs, output: str, config: Config | None = None, *, device: str
                          plan, text_field, id_field, monitor, on_progress, inputs)
         runner.ctx.on_bad_record = on_bad_record
         runner.ctx.gpu_memory = gpu_memory
+        runner.html = html
         if be.name != "cpu":
             _BACKENDS[(be.name, gpu_memory)] = be      # tasks in this process share it
         report = runner.run(t_start, lambda: check_output(output, paths, inputs, overwrite))

@@ -30,7 +30,7 @@ import pyarrow.ipc as ipc
 from .errors import ConfigError
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 DEFAULT_ROOT = ".gpu-dedup-work"
 
 
