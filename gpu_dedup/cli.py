@@ -154,6 +154,21 @@ def _quiet_logs():
 @click.option("--gpu-memory", default=None,
               help="Device memory the GPU backend may use, e.g. 8GiB (default: a safe "
                    "share of the free memory).")
+@click.option("--memory-limit", default=None, metavar="SIZE",
+              help="Memory budget, e.g. 4GiB, 512MiB, 8GB (default: a safe share of RAM). "
+                   "A corpus that may not fit runs out of core: shards streamed, "
+                   "signatures and band keys in the work directory, bands in groups.")
+@click.option("--scheduler", default="none", show_default=True, metavar="SPEC",
+              help="none (in process), threads, processes (a local Dask cluster of "
+                   "--workers processes; Dask-CUDA with --device gpu) or the tcp://HOST:PORT "
+                   "of a running Dask scheduler.")
+@click.option("--workers", type=int, default=None,
+              help="Threads or worker processes for --scheduler threads|processes.")
+@click.option("--work-dir", default=None, metavar="PATH",
+              help="Where a bounded-memory run keeps its stage outputs (default: beside "
+                   "--output); rerunning after a crash resumes from what was completed.")
+@click.option("--keep-work-dir", is_flag=True,
+              help="Keep the work directory after a successful run.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
 @click.option("--html/--no-html", default=True, show_default=True,
               help="Also write report.html.")
@@ -162,6 +177,7 @@ def _quiet_logs():
               help="Print the report summary as JSON on stdout.")
 @click.pass_context
 def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_memory,
+        memory_limit, scheduler, workers, work_dir, keep_work_dir,
         overwrite, html, quiet, as_json, **kw):
     """Deduplicate INPUTS into OUTPUT.
 
@@ -185,7 +201,9 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
                               overwrite=overwrite, gpu_memory=gpu_memory,
                               on_stage=prog.stage if prog else None,
                               on_progress=prog.fraction if prog else None,
-                              on_bad_record=on_bad_record, html=html)
+                              on_bad_record=on_bad_record, html=html,
+                              memory_limit=memory_limit, scheduler=scheduler, workers=workers,
+                              work_dir=work_dir, keep_work_dir=keep_work_dir)
     finally:
         if prog is not None:
             prog.close()
