@@ -134,7 +134,10 @@ def main(argv=None) -> int:
                 f"Machine: {results.machine_line(machine)}.", "",
                 "`gpu-dedup run --shingle char --ngram 5 --normalize none --num-perm 128 "
                 "--threshold 0.8`; targets: recall >= 0.95 and edges with J >= 0.75 >= 0.98.",
-                "", "Corpora:", "", harness.corpus_lines(specs, {}), "", md, "",
+                "", "Corpora:", "",
+                harness.corpus_lines([s.to_dict() for s in specs],
+                                     {r["corpus"]: r for r in rows if "truth_pairs" in r}),
+                "", md, "",
                 "Recall by exact similarity of the pair:", "", "\n".join(by_lines), ""]
         results.save("accuracy", "\n".join(body), {"machine": machine, "rows": rows,
                                                    "seconds": elapsed})

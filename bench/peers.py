@@ -41,6 +41,7 @@ The peers:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -208,22 +209,24 @@ def run_rensa(sets, num_perm, threshold, seed, bands=None, rows=None):
     lsh.insert_many(mhs)
     cands = lsh.query_all(mhs)
     t2 = time.perf_counter()
-    pairs = []
-    checked = 0
-    for k, cs in enumerate(cands):
-        mk = mhs[k]
-        for j in cs:
-            if j > k:
-                checked += 1
-                if mk.jaccard(mhs[j]) >= threshold:
-                    pairs.append((k, j))
+    # candidate pairs k < j, flattened without a Python loop over candidates
+    lens = np.fromiter(map(len, cands), dtype=np.int64, count=len(cands))
+    flat = np.fromiter(itertools.chain.from_iterable(cands), dtype=np.int64,
+                       count=int(lens.sum()))
+    rows_ = np.repeat(np.arange(len(cands), dtype=np.int64), lens)
+    sel = flat > rows_
+    ca, cb = rows_[sel], flat[sel]
+    get = mhs.__getitem__
+    est = np.fromiter(map(RMinHash.jaccard, map(get, ca.tolist()), map(get, cb.tolist())),
+                      dtype=np.float64, count=ca.size)
+    keep = est >= threshold
     live = np.array(live, dtype=np.int64)
-    arr = pairs_array(np.array(pairs, dtype=np.int64))
+    arr = pairs_array(np.stack([ca[keep], cb[keep]], axis=1))
     if arr.size:
         arr = live[arr]
     t3 = time.perf_counter()
     return arr, {"sketch": t1 - t0, "lsh": t2 - t1, "verify": t3 - t2}, \
-        {"bands": nb, "rows": num_perm // nb, "verified": True, "candidates": checked}
+        {"bands": nb, "rows": num_perm // nb, "verified": True, "candidates": int(ca.size)}
 
 
 RUNNERS = {"cookbook": run_cookbook, "datasketch": run_datasketch, "rensa": run_rensa}

@@ -18,12 +18,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["speed", "comparison-quick", "comparison-full", "scaling", "accuracy"]
+ORDER = ["speed", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
     "speed": "One million short documents: gpu_dedup beside rensa and datasketch",
     "comparison-quick": "Side by side: `python bench/run.py --quick`",
     "comparison-full": "Side by side: `python bench/run.py` (full)",
     "scaling": "Scaling: `python bench/scaling.py`",
+    "out-of-core": "Out of core, under a memory budget: `python bench/scale.py`",
     "accuracy": "Accuracy on real text at full size: `python bench/accuracy.py`",
 }
 

@@ -145,3 +145,13 @@ def test_exact_truth_on_text_matches_python_jaccard():
         assert got.removed == len(texts) - len(set(labels.tolist()))
         assert got.identical_removed == len(texts) - len(first)
         assert len(expect) > 10
+
+
+def test_result_does_not_depend_on_work_split():
+    rng = np.random.default_rng(11)
+    sets = _random_sets(rng, 400, universe=120, max_len=30, families=25)
+    off, vals = _csr(sets)
+    ref = _pairs(truth.brute_force_join(off, vals, 0.6))
+    assert len(ref) > 100
+    for threads in (1, 3, 64):
+        assert _pairs(truth.similarity_join(off, vals, 0.6, threads=threads)) == ref
