@@ -5,9 +5,11 @@
 
 Corpora come from the realistic generator (``bench/generate.py``, about 500
 bytes a document, char 5-grams, threshold 0.8, 128 hashes). gpu_dedup runs as
-the ``gpu-dedup run`` command (warm); the peers run through
-``bench/peers.py`` at each size until one run exceeds ``--timeout`` seconds,
-after which larger sizes are skipped for that peer. Fits the growth exponent
+the ``gpu-dedup run`` command (warm; median of ``--repeat`` runs); the peers
+run once per size through ``bench/peers.py``, and are skipped at a size where
+a linear projection of their previous run exceeds ``--timeout`` seconds or
+``--max-memory`` of the machine's RAM (rensa and datasketch hold every
+document's shingle list and sketch in Python objects). Fits the growth exponent
 ``k`` of ``seconds ~ N**k`` (least squares in log-log over the sizes of at
 least ``--fit-from`` documents, where start-up no longer dominates), writes a
 PNG plot (when matplotlib is installed) and saves a section of
@@ -86,9 +88,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tools", nargs="+", choices=harness.TOOLS,
                     default=["gpu_dedup", "rensa", "datasketch", "cookbook"])
     ap.add_argument("--mean-bytes", type=int, default=500)
-    ap.add_argument("--timeout", type=float, default=900.0,
-                    help="seconds; a peer slower than this is not run at larger sizes")
+    ap.add_argument("--timeout", type=float, default=400.0,
+                    help="seconds; a peer projected to take longer is not run")
     ap.add_argument("--fit-from", type=int, default=100_000)
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="timed runs of gpu_dedup per size (median; peers run once)")
+    ap.add_argument("--max-memory", type=float, default=0.6,
+                    help="skip a peer whose projected peak exceeds this share of RAM")
     ap.add_argument("--data", default=None)
     ap.add_argument("--keep-corpora", action="store_true",
                     help="keep generated corpora above 1M documents (deleted by default)")
@@ -99,7 +105,8 @@ def main(argv=None) -> int:
     print(f"machine: {results.machine_line(machine)}", flush=True)
     out_root = tempfile.mkdtemp(prefix="gpu-dedup-scaling-")
     rows = []
-    stopped = set()
+    stopped = {}
+    ram = results._mem_gib() * 2 ** 30
     t0 = time.perf_counter()
     try:
         for n in sorted(args.sizes):
@@ -107,22 +114,44 @@ def main(argv=None) -> int:
             print(f"{n:,} documents ({spec.bytes / 1e6:.0f} MB)", flush=True)
             for tool in tools:
                 if tool in stopped:
-                    rows.append({"tool": tool, "docs": n, "skipped": True})
+                    rows.append({"tool": tool, "docs": n, "skipped": stopped[tool]})
                     continue
+                last = next((r for r in reversed(rows) if r["tool"] == tool and "seconds" in r),
+                            None)
+                if last is not None and tool != "gpu_dedup":
+                    grow = n / last["docs"]
+                    if last["peak_rss"] * grow > args.max_memory * ram:
+                        stopped[tool] = (f"skipped: projected peak "
+                                         f"{harness.fmt_bytes(last['peak_rss'] * grow)}")
+                    elif last["seconds"] * grow > args.timeout:
+                        stopped[tool] = f"skipped: projected {last['seconds'] * grow:.0f}s"
+                    if tool in stopped:
+                        print(f"  {tool}: {stopped[tool]}", flush=True)
+                        rows.append({"tool": tool, "docs": n, "skipped": stopped[tool]})
+                        continue
                 out = os.path.join(out_root, f"{n}.{tool}")
                 cmd = harness.tool_command(tool, spec, out)
+                runs = 1
                 if tool == "gpu_dedup":
                     harness.run_process(cmd, args.timeout)      # warm
-                r = harness.run_process(cmd, args.timeout)
+                    runs = args.repeat
+                got = []
+                for _ in range(runs):
+                    r = harness.run_process(cmd, args.timeout)
+                    if r["timed_out"] or r["rc"] != 0:
+                        break
+                    got.append(r)
                 row = {"tool": tool, "docs": n, "bytes": spec.bytes}
-                if r["timed_out"] or r["rc"] != 0:
+                if not got:
                     row["error"] = (f"over {args.timeout:.0f}s" if r["timed_out"]
                                     else f"exit {r['rc']}: {r['stderr']}")
-                    stopped.add(tool)
+                    stopped[tool] = row["error"]
                     print(f"  {tool}: {row['error']}", flush=True)
                 else:
-                    row.update(seconds=r["seconds"], peak_rss=r["peak_rss"],
-                               docs_per_s=n / r["seconds"])
+                    secs = float(np.median([g["seconds"] for g in got]))
+                    row.update(seconds=secs, runs=len(got),
+                               peak_rss=max(g["peak_rss"] for g in got),
+                               docs_per_s=n / secs)
                     if tool == "gpu_dedup":
                         with open(os.path.join(out, "report.json")) as f:
                             rep = json.load(f)
@@ -130,8 +159,6 @@ def main(argv=None) -> int:
                         row["removed"] = rep["documents"]["removed"]
                     print(f"  {tool}: {r['seconds']:.1f}s, {n / r['seconds']:,.0f} docs/s, "
                           f"peak {harness.fmt_bytes(r['peak_rss'])}", flush=True)
-                    if r["seconds"] > args.timeout / 3 and tool != "gpu_dedup":
-                        stopped.add(tool)   # the next size would exceed the timeout
                 shutil.rmtree(out, ignore_errors=True)
                 rows.append(row)
             if n > 1_000_000 and not args.keep_corpora:
@@ -157,8 +184,10 @@ def main(argv=None) -> int:
         cells = []
         for t in tools:
             r = next((r for r in rows if r["tool"] == t and r["docs"] == n), None)
-            if r is None or r.get("skipped"):
+            if r is None:
                 cells += ["–", "–"]
+            elif r.get("skipped"):
+                cells += [r["skipped"], "–"]
             elif "error" in r:
                 cells += [r["error"][:40], "–"]
             else:
@@ -201,10 +230,10 @@ def main(argv=None) -> int:
         body = [f"Measured {machine['date']} with `{cmd}` ({elapsed / 60:.1f} minutes in all).",
                 "", f"Machine: {results.machine_line(machine)}.", "",
                 f"Corpus: `bench/generate.py` documents of about {args.mean_bytes} bytes "
-                f"(char 5-grams, threshold 0.8, 128 hashes, `--normalize none`); one timed run "
-                f"per size (gpu_dedup after an untimed warm-up); a peer stops at the first "
-                f"size it cannot finish within {args.timeout:.0f}s, or when its run takes more "
-                f"than a third of that.", "", table, "", "Fitted growth:", "",
+                f"(char 5-grams, threshold 0.8, 128 hashes, `--normalize none`); gpu_dedup: "
+                f"median of {args.repeat} timed runs per size after an untimed warm-up; peers: "
+                f"one run per size, skipped at the sizes where a linear projection of their "
+                f"last run exceeds {args.timeout:.0f}s or {args.max_memory:.0%} of RAM.", "", table, "", "Fitted growth:", "",
                 "\n".join(fit_lines), ""]
         if png:
             body += ["![time and peak memory against documents](results/scaling.png)", ""]
