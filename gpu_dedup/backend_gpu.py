@@ -31,11 +31,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import re
 
 import numpy as np
 
-from .errors import ConfigError, DeviceError
+from .errors import DeviceError
 
 log = logging.getLogger("gpu_dedup")
 
@@ -55,13 +54,6 @@ VERIFY_SHARE = 0.2
 #: sort and its temporaries).
 SET_BYTES_PER_BYTE = 64
 
-_UNITS = {"": 1, "b": 1,
-          "k": 1 << 10, "kib": 1 << 10, "kb": 10 ** 3,
-          "m": 1 << 20, "mib": 1 << 20, "mb": 10 ** 6,
-          "g": 1 << 30, "gib": 1 << 30, "gb": 10 ** 9,
-          "t": 1 << 40, "tib": 1 << 40, "tb": 10 ** 12}
-
-
 def parse_memory(spec) -> int | None:
     """Bytes from ``--gpu-memory``: an integer, or a number with a unit
     (``8GiB``, ``512MiB``, ``8GB``, ``1.5G``; K/M/G/T alone are binary).
@@ -72,23 +64,10 @@ def parse_memory(spec) -> int | None:
         >>> parse_memory("512MiB"), parse_memory("8GB"), parse_memory(4096)
         (536870912, 8000000000, 4096)
     """
-    if spec is None:
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
         return None
-    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        value = int(spec)
-    else:
-        text = str(spec).strip()
-        if not text:
-            return None
-        m = re.fullmatch(r"(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)", text)
-        unit = m.group(2).lower() if m else None
-        if m is None or unit not in _UNITS:
-            raise ConfigError(f"--gpu-memory: cannot read {spec!r}; give bytes or a size such as "
-                              f"8GiB, 512MiB or 8GB")
-        value = int(float(m.group(1)) * _UNITS[unit])
-    if value <= 0:
-        raise ConfigError(f"--gpu-memory must be positive, got {spec!r}")
-    return value
+    from .memory import parse_size
+    return parse_size(spec, option="--gpu-memory")
 
 
 # -- probing -------------------------------------------------------------------

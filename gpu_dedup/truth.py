@@ -48,6 +48,7 @@ from numba import njit, prange
 
 from .config import parse_normalize
 from .errors import ConfigError
+from .kernels.cpu import _intersect_sorted
 
 #: Tolerance on the filters' bounds (see the module docstring).
 _EPS = 1e-7
@@ -90,23 +91,6 @@ def _as_arrow(texts) -> pa.Array:
 
 # -- kernels -----------------------------------------------------------------
 
-@njit(cache=True, inline="always")
-def _overlap(values, a0, a1, b0, b1):
-    c = 0
-    while a0 < a1 and b0 < b1:
-        x = values[a0]
-        y = values[b0]
-        if x == y:
-            c += 1
-            a0 += 1
-            b0 += 1
-        elif x < y:
-            a0 += 1
-        else:
-            b0 += 1
-    return c
-
-
 @njit(parallel=True, cache=True)
 def _brute_counts(set_off, values, t):
     n = set_off.shape[0] - 1
@@ -120,7 +104,7 @@ def _brute_counts(set_off, values, t):
             lj = set_off[j + 1] - set_off[j]
             if lj == 0:
                 continue
-            inter = _overlap(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
+            inter = _intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
             if inter / (li + lj - inter) >= t:
                 c += 1
         counts[i] = c
@@ -139,7 +123,7 @@ def _brute_fill(set_off, values, t, start, pa_, pb_, ps_):
             lj = set_off[j + 1] - set_off[j]
             if lj == 0:
                 continue
-            inter = _overlap(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
+            inter = _intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
             s = inter / (li + lj - inter)
             if s >= t:
                 pa_[p] = i
@@ -252,7 +236,7 @@ def _probe(px, order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_le
         y = order[py]
         ly = sizes[y]
         y0 = set_off[y]
-        inter = c + _overlap(toks, x0 + lastx[py] + 1, x0 + lx, y0 + lasty[py] + 1, y0 + ly)
+        inter = c + _intersect_sorted(toks, x0 + lastx[py] + 1, x0 + lx, y0 + lasty[py] + 1, y0 + ly)
         s = inter / (lx + ly - inter)
         if s >= t:
             if emit:
