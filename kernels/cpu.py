@@ -268,6 +268,10 @@ def bucket_edges(keys, active):
     """Candidate edges of every band of ``keys`` (N x B) over the active rows
     (see :func:`segment_bucket_edges`), packed ``a << 32 | b``."""
     n, b = keys.shape
+    if active.all():
+        flat = np.ascontiguousarray(keys.T).reshape(-1)
+        seg = np.arange(b + 1, dtype=np.int64) * n
+        return segment_bucket_edges(flat, np.zeros(0, np.int64), seg)
     docs = np.flatnonzero(active).astype(np.int64)
     flat = np.ascontiguousarray(keys[docs].T).reshape(-1)
     seg = np.arange(b + 1, dtype=np.int64) * docs.size
