@@ -129,6 +129,16 @@ How to read the tables:
   what keeping one per component of the exact duplicate graph removes.
 * The peers and how each chooses its bands are described in
   `bench/peers.py`; the corpora in `bench/corpora.py` and below.
+
+To reproduce (`pip install -e '.[bench]'` adds datasketch, rensa and
+matplotlib):
+
+    python bench/run.py --quick      # side by side on four small corpora, < 10 min on 2 cores
+    python bench/run.py --speed      # one million short documents
+    python bench/run.py              # side by side, larger corpora (about an hour)
+    python bench/scaling.py          # time and memory from 10k to 1M documents
+    python bench/accuracy.py         # recall and edge precision on real text, full size
+    python bench/generate.py --docs 1000000 --out corpus.jsonl.zst   # a realistic corpus
 """
 
 

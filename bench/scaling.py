@@ -99,7 +99,19 @@ def main(argv=None) -> int:
     ap.add_argument("--keep-corpora", action="store_true",
                     help="keep generated corpora above 1M documents (deleted by default)")
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--render", action="store_true",
+                    help="rebuild the section from bench/results/scaling.json; measure nothing")
     args = ap.parse_args(argv)
+    if args.render:
+        with open(os.path.join(results.RESULTS_DIR, "scaling.json")) as f:
+            data = json.load(f)
+        data.setdefault("settings", {
+            "sizes": sorted({r["docs"] for r in data["rows"]}),
+            "tools": list(dict.fromkeys(r["tool"] for r in data["rows"])),
+            "fit_from": args.fit_from, "repeat": args.repeat, "timeout": args.timeout,
+            "max_memory": args.max_memory, "mean_bytes": args.mean_bytes})
+        results.save("scaling", section_markdown(data), data)
+        return 0
     tools = [t for t in args.tools if harness.available(t)]
     machine = results.machine()
     print(f"machine: {results.machine_line(machine)}", flush=True)
@@ -169,15 +181,38 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(out_root, ignore_errors=True)
     elapsed = time.perf_counter() - t0
-    sizes = sorted(set(args.sizes))
+    settings = {"sizes": sorted(set(args.sizes)), "tools": tools, "fit_from": args.fit_from,
+                "repeat": args.repeat, "timeout": args.timeout, "max_memory": args.max_memory,
+                "mean_bytes": args.mean_bytes}
+    data = {"machine": machine, "rows": rows, "settings": settings, "seconds": elapsed}
+    md = section_markdown(data)
+    print()
+    print(md)
+    if not args.no_save:
+        results.save("scaling", md, data)
+    return 0
+
+
+def out_of_core(row: dict) -> bool:
+    """Whether gpu-dedup ran its bounded-memory (staged) path: its report
+    then has a ``prepare`` stage instead of ``read``."""
+    return "prepare" in row.get("stage_seconds", {})
+
+
+def section_markdown(data: dict) -> str:
+    """The scaling section of RESULTS.md (fits and plot included) from the
+    saved figures."""
+    rows, machine, st = data["rows"], data["machine"], data["settings"]
+    sizes, tools = st["sizes"], st["tools"]
     fits = {}
     for tool in tools:
         got = {r["docs"]: r for r in rows if r["tool"] == tool and "seconds" in r}
         ns = [n for n in sizes if n in got]
         fits[tool] = {
-            "time": fit_exponent(ns, [got[n]["seconds"] for n in ns], args.fit_from),
-            "memory": fit_exponent(ns, [got[n]["peak_rss"] for n in ns], args.fit_from),
+            "time": fit_exponent(ns, [got[n]["seconds"] for n in ns], st["fit_from"]),
+            "memory": fit_exponent(ns, [got[n]["peak_rss"] for n in ns], st["fit_from"]),
         }
+    data["fits"] = fits
     lines = ["| documents | " + " | ".join(f"{t} seconds | {t} peak RSS" for t in tools) + " |",
              "|---|" + "---|---|" * len(tools)]
     for n in sizes:
@@ -191,17 +226,18 @@ def main(argv=None) -> int:
             elif "error" in r:
                 cells += [r["error"][:40], "–"]
             else:
-                cells += [f"{r['seconds']:.1f}", harness.fmt_bytes(r["peak_rss"])]
+                mark = " (out of core)" if out_of_core(r) else ""
+                cells += [f"{r['seconds']:.1f}{mark}", harness.fmt_bytes(r["peak_rss"])]
         lines.append(f"| {n:,} | " + " | ".join(cells) + " |")
     fit_lines = []
     for t in tools:
         f = fits[t]
         if f["time"] is None:
-            fit_lines.append(f"* {t}: not enough sizes of at least {args.fit_from:,} documents "
-                             f"to fit")
+            fit_lines.append(f"* {t}: not enough sizes of at least {st['fit_from']:,} "
+                             f"documents to fit")
         else:
             fit_lines.append(f"* {t}: time grows as N^{f['time']:.2f}, peak memory as "
-                             f"N^{f['memory']:.2f} (sizes >= {args.fit_from:,})")
+                             f"N^{f['memory']:.2f} (sizes >= {st['fit_from']:,})")
     gd = [r for r in rows if r["tool"] == "gpu_dedup" and "stage_seconds" in r]
     stage_names = []
     for r in gd:
@@ -215,34 +251,30 @@ def main(argv=None) -> int:
         stage_lines.append(f"| {r['docs']:,} | " + " | ".join(
             f"{s[k]:.1f}" if isinstance(s.get(k), (int, float)) else "" for k in stage_names)
             + " |")
-    table = "\n".join(lines)
-    print()
-    print(table)
-    print("\n".join(fit_lines))
     png = plot(rows, tools, PLOT)
+    print(f"plot: {png}" if png else
+          "plot skipped: matplotlib is not installed (pip install matplotlib)")
+    cmd = "python bench/scaling.py" + ("" if sizes == DEFAULT_SIZES else
+                                       " --sizes " + " ".join(map(str, sizes)))
+    body = [f"Measured {machine['date']} with `{cmd}` ({data['seconds'] / 60:.1f} minutes in "
+            f"all).", "", f"Machine: {results.machine_line(machine)}.", "",
+            f"Corpus: `bench/generate.py` documents of about {st['mean_bytes']} bytes (char "
+            f"5-grams, threshold 0.8, 128 hashes, `--normalize none`); gpu_dedup: median of "
+            f"{st['repeat']} timed runs per size after an untimed warm-up; peers: one run per "
+            f"size, skipped at the sizes where a linear projection of their last run exceeds "
+            f"{st['timeout']:.0f}s or {st['max_memory']:.0%} of RAM.", "",
+            "\n".join(lines), ""]
+    if any(out_of_core(r) for r in gd):
+        body += ["\"out of core\": the input did not fit gpu-dedup's default memory budget, so "
+                 "`gpu-dedup run` took its bounded-memory staged path (shards streamed, "
+                 "signatures on disk): peak memory falls, time keeps growing linearly.", ""]
+    body += ["Fitted growth:", "", "\n".join(fit_lines), ""]
     if png:
-        print(f"plot: {png}")
+        body += ["![time and peak memory against documents](results/scaling.png)", ""]
     else:
-        print("plot skipped: matplotlib is not installed (pip install matplotlib)")
-    if not args.no_save:
-        cmd = "python bench/scaling.py" + ("" if sizes == DEFAULT_SIZES else
-                                           " --sizes " + " ".join(map(str, sizes)))
-        body = [f"Measured {machine['date']} with `{cmd}` ({elapsed / 60:.1f} minutes in all).",
-                "", f"Machine: {results.machine_line(machine)}.", "",
-                f"Corpus: `bench/generate.py` documents of about {args.mean_bytes} bytes "
-                f"(char 5-grams, threshold 0.8, 128 hashes, `--normalize none`); gpu_dedup: "
-                f"median of {args.repeat} timed runs per size after an untimed warm-up; peers: "
-                f"one run per size, skipped at the sizes where a linear projection of their "
-                f"last run exceeds {args.timeout:.0f}s or {args.max_memory:.0%} of RAM.", "", table, "", "Fitted growth:", "",
-                "\n".join(fit_lines), ""]
-        if png:
-            body += ["![time and peak memory against documents](results/scaling.png)", ""]
-        else:
-            body += ["(plot skipped: matplotlib is not installed)", ""]
-        body += ["gpu_dedup seconds per stage (report.json):", "", "\n".join(stage_lines), ""]
-        results.save("scaling", "\n".join(body), {"machine": machine, "rows": rows,
-                                                  "fits": fits, "seconds": elapsed})
-    return 0
+        body += ["(plot skipped: matplotlib is not installed)", ""]
+    body += ["gpu_dedup seconds per stage (report.json):", "", "\n".join(stage_lines), ""]
+    return "\n".join(body)
 
 
 def generate_truth_path(path: str) -> str:
