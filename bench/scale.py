@@ -193,7 +193,8 @@ def run_scale(args, out_root: str) -> tuple[list, str]:
         lines.append(f"Time for {rows[-1]['documents']:,} documents / time for "
                      f"{rows[0]['documents']:,}: **{ratio:.2f}x** for {size_ratio:.0f}x the "
                      f"documents (budget {args.budget}).")
-    stage_names = [s for s in rows[0]["stage_seconds"] if s != "total"] if rows else []
+    stage_names = [s for s in rows[0]["stage_seconds"] if s in rows[0]["stage_peaks"]] \
+        if rows else []
     lines += ["", "Seconds and peak RSS per stage:", "",
               "| documents | " + " | ".join(stage_names) + " |",
               "|---:|" + "---:|" * len(stage_names)]
