@@ -72,8 +72,13 @@ def _commit() -> str:
 
 def machine() -> dict:
     """Where and with what the figures were measured."""
+    try:
+        load = [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        load = None
     return {
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "load_average": load,
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
         "memory_gib": round(_mem_gib(), 1),
@@ -118,6 +123,8 @@ How to read the tables:
   (start, imports, reading the JSONL file, all stages, writing results);
   gpu_dedup is the `gpu-dedup run` command, run once untimed first so
   Numba's on-disk cache is filled.
+* **CPU s**: user + system seconds of the process, all cores together
+  (gpu_dedup's kernels run on every core; the peers' Python work on one).
 * **peak RSS**: the largest resident set of the process (`wait4` rusage).
 * **recall**: of the pairs of *different* texts whose exact Jaccard is at
   least the threshold (`gpu_dedup.truth`, an exact set-similarity join), the

@@ -247,9 +247,9 @@ def fmt_bytes(n: float) -> str:
 
 
 def table(rows: list[dict]) -> str:
-    head = ("| corpus | tool | runs | seconds | docs/s | gpu_dedup × | peak RSS | bands×rows "
-            "| recall | precision | removed (exact) |")
-    lines = [head, "|" + "---|" * 11]
+    head = ("| corpus | tool | runs | seconds | CPU s | docs/s | gpu_dedup × | peak RSS "
+            "| bands×rows | recall | precision | removed (exact) |")
+    lines = [head, "|" + "---|" * 12]
     by_corpus = {}
     for r in rows:
         by_corpus.setdefault(r["corpus"], []).append(r)
@@ -257,7 +257,7 @@ def table(rows: list[dict]) -> str:
         gd = next((r for r in rs if r["tool"] == "gpu_dedup" and "docs_per_s" in r), None)
         for r in rs:
             if "error" in r:
-                lines.append(f"| {corpus} | {r['tool']} | – | – | – | – | – | – | – | – | "
+                lines.append(f"| {corpus} | {r['tool']} | – | – | – | – | – | – | – | – | – | "
                              f"{r['error'].splitlines()[-1][:80]} |")
                 continue
             ratio = (f"{gd['docs_per_s'] / r['docs_per_s']:.2f}" if gd is not None else "–")
@@ -266,10 +266,17 @@ def table(rows: list[dict]) -> str:
             verified = "" if r.get("verified") else " (unverified)"
             lines.append(
                 f"| {corpus} | {r['tool']} | {len(r['runs'])} | {r['seconds']:.2f} | "
-                f"{r['docs_per_s']:,.0f} | {ratio} | {fmt_bytes(r['peak_rss'])} | "
+                f"{cpu_seconds(r)} | {r['docs_per_s']:,.0f} | {ratio} | {fmt_bytes(r['peak_rss'])} | "
                 f"{r['bands']}×{r['rows']}{verified} | {r['recall']:.4f} | "
                 f"{r['precision']:.4f} | {r['removed']:,} ({r['exact_removed']:,}) |")
     return "\n".join(lines)
+
+
+def cpu_seconds(row: dict) -> str:
+    """Median user + system seconds of the runs (all cores together)."""
+    cpu = [r["user_seconds"] + r["system_seconds"] for r in row["runs"]
+           if "user_seconds" in r]
+    return f"{statistics.median(cpu):.1f}" if cpu else "–"
 
 
 def stage_table(rows: list[dict]) -> str:
@@ -346,8 +353,14 @@ def speed_notes(rows: list[dict]) -> str:
             ph = rn.get("stage_seconds", {})
             py = ph.get("read", 0) + ph.get("shingle", 0)
             core = sum(ph.get(k, 0) for k in ("sketch", "lsh", "verify"))
+            cpu_gd, cpu_rn = cpu_seconds(gd), cpu_seconds(rn)
+            cpu = ""
+            if "–" not in (cpu_gd, cpu_rn):
+                cpu = (f" In CPU time (all cores together) gpu_dedup used {cpu_gd}s to "
+                       f"rensa's {cpu_rn}s ({float(cpu_rn) / float(cpu_gd):.2f}x less): part "
+                       f"of the wall-clock lead comes from using both cores.")
             out.append(f"* gpu_dedup / rensa = **{ratio:.2f}x** documents per second, which "
-                       f"{verdict} the 3x goal. Of rensa's {rn['seconds']:.1f}s, "
+                       f"{verdict} the 3x goal.{cpu} Of rensa's {rn['seconds']:.1f}s, "
                        f"{py:.1f}s go to reading and building the shingle lists in Python "
                        f"and {core:.1f}s to rensa itself (sketches, LSH, verification): "
                        f"against those phases alone, gpu_dedup's whole process gives "
@@ -356,6 +369,40 @@ def speed_notes(rows: list[dict]) -> str:
         if ds is not None:
             out.append(f"* gpu_dedup / datasketch = {gd['docs_per_s'] / ds['docs_per_s']:.1f}x.")
     return "\n".join(out)
+
+
+HISTORY = os.path.join(results.RESULTS_DIR, "speed-history.json")
+
+
+def speed_history(data: dict) -> str:
+    """Add this run to ``results/speed-history.json`` (once) and tabulate all."""
+    try:
+        with open(HISTORY) as f:
+            hist = json.load(f)
+    except (OSError, ValueError):
+        hist = []
+    m = data["machine"]
+    docs = {r["tool"]: r["docs_per_s"] for r in data["rows"] if "docs_per_s" in r}
+    entry = {"date": m["date"], "commit": m["commit"], "load_average": m.get("load_average"),
+             "docs_per_s": docs}
+    if not any(h["date"] == entry["date"] for h in hist):
+        hist.append(entry)
+        hist.sort(key=lambda h: h["date"])
+        os.makedirs(results.RESULTS_DIR, exist_ok=True)
+        with open(HISTORY, "w") as f:
+            json.dump(hist, f, indent=1)
+            f.write("\n")
+    lines = ["| date | commit | load | gpu_dedup docs/s | rensa docs/s | gpu_dedup / rensa | "
+             "datasketch docs/s |", "|---|---|---|---|---|---|---|"]
+    for h in hist:
+        d = h["docs_per_s"]
+        gd, rn, ds = d.get("gpu_dedup"), d.get("rensa"), d.get("datasketch")
+        load = h.get("load_average")
+        lines.append(f"| {h['date']} | {h['commit']} | {load[0] if load else 'not recorded'} | "
+                     f"{gd:,.0f} | {rn:,.0f} | {gd / rn:.2f} | "
+                     f"{'–' if ds is None else f'{ds:,.0f}'} |" if gd and rn else
+                     f"| {h['date']} | {h['commit']} | – | – | – | – | – |")
+    return "\n".join(lines)
 
 
 def section_markdown(section: str, data: dict) -> str:
@@ -373,6 +420,11 @@ def section_markdown(section: str, data: dict) -> str:
         notes = speed_notes(rows)
         if notes:
             body += ["What it shows:", "", notes, ""]
+        hist = speed_history(data)
+        if hist:
+            body += ["Every run of `python bench/run.py --speed` recorded here (the machine is "
+                     "shared: other jobs' load moves the figures; 1-minute load average at "
+                     "the start where recorded):", "", hist, ""]
     stages = stage_table(rows)
     if stages:
         body += ["gpu_dedup seconds per stage (report.json of the last timed run; `total` is "
