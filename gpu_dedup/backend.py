@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .arrays import unique
 from . import kernels as _kernels_pkg  # noqa: F401  (ensures the mapping exists)
 from .errors import DeviceError
 
@@ -75,7 +76,7 @@ class CpuBackend:
 
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
         """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""
-        sets = self.shingle_sets(offsets, data, word_mode, n, np.unique(np.concatenate([da, db])))
+        sets = self.shingle_sets(offsets, data, word_mode, n, unique(np.concatenate([da, db])))
         return self.jaccard_sets(sets, da, db)
 
     def signature_agreement(self, sig, ia, ib):

@@ -34,6 +34,7 @@ import os
 
 import numpy as np
 
+from .arrays import unique
 from .errors import DeviceError
 
 log = logging.getLogger("gpu_dedup")
@@ -554,7 +555,7 @@ class GpuBackend:
             while e0 < E:
                 base = ends[e0 - 1] if e0 else 0
                 e1 = max(int(np.searchsorted(ends, base + limit, side="right")), e0 + 1)
-                rows, inv = np.unique(np.concatenate([ia[e0:e1], ib[e0:e1]]),
+                rows, inv = unique(np.concatenate([ia[e0:e1], ib[e0:e1]]),
                                       return_inverse=True)
                 inv = inv.reshape(-1).astype(np.int64)
                 sub_off, sub_values = _gather_text(set_off, values, rows)
@@ -569,7 +570,7 @@ class GpuBackend:
         """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""
         da = np.asarray(self.to_host(da), dtype=np.int64)
         db = np.asarray(self.to_host(db), dtype=np.int64)
-        sets = self.shingle_sets(offsets, data, word_mode, n, np.unique(np.concatenate([da, db])))
+        sets = self.shingle_sets(offsets, data, word_mode, n, unique(np.concatenate([da, db])))
         return self.jaccard_sets(sets, da, db)
 
     def signature_agreement(self, sig, ia, ib):
@@ -579,7 +580,7 @@ class GpuBackend:
             ib = np.asarray(self.to_host(ib), dtype=np.int64)
             if self._resident(sig):
                 return self._k.signature_agreement(xp, sig, self._dev(ia), self._dev(ib))
-            rows, inv = np.unique(np.concatenate([ia, ib]), return_inverse=True)
+            rows, inv = unique(np.concatenate([ia, ib]), return_inverse=True)
             inv = inv.reshape(-1).astype(np.int64)
             m = ia.shape[0]
             return self._k.signature_agreement(xp, self._dev(sig[rows]), self._dev(inv[:m]),
@@ -629,4 +630,4 @@ def _cugraph_components(n: int, ea, eb):
     label = cc["labels"].to_numpy().astype(np.int64)
     labels = np.arange(n, dtype=np.int64)
     labels[vertex] = n + label
-    return np.unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    return unique(labels, return_inverse=True)[1].reshape(-1).astype(np.int64)

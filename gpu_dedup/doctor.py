@@ -22,6 +22,8 @@ import time
 
 import numpy as np
 
+from .arrays import unique
+
 #: Distributions whose versions are reported, by the name shown.
 PACKAGES = {
     "CuPy": ("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"),
@@ -165,7 +167,7 @@ def compare_kernels(gpu, cpu, offsets, data, shingle: str, n: int, num_perm: int
     extra = rng.integers(0, N, size=(2, 64)) if N else np.zeros((2, 0), dtype=np.int64)
     ia = np.concatenate([(ce >> np.uint64(32)).astype(np.int64), extra[0]])
     ib = np.concatenate([(ce & np.uint64(0xFFFFFFFF)).astype(np.int64), extra[1]])
-    involved = np.unique(np.concatenate([ia, ib]))
+    involved = unique(np.concatenate([ia, ib]))
     gsets = gpu.shingle_sets(offsets, data, word, n, involved)
     csets = cpu.shingle_sets(offsets, data, word, n, involved)
     cmp.check(f"{tag}: shingle sets", np.concatenate([h(gsets[1]), h(gsets[2]).view(np.int64)]),

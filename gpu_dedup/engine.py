@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from .arrays import distinct_count, unique
 from .backend import get_backend
 from .config import Config
 from .params import approx_threshold, collision_probability
@@ -109,7 +110,7 @@ def deduplicate(texts, config: Config | None = None, backend=None,
         # Every later round joins documents that were already in the first
         # round, so their shingle sets are built once.
         ia, ib = unpack_edges(first_round)
-        involved = fuzzy_docs[np.unique(np.concatenate([ia, ib]))]
+        involved = fuzzy_docs[unique(np.concatenate([ia, ib]))]
         with timer("verify"):
             sets = be.shingle_sets(offsets, data, word, cfg.ngram, involved)
 
@@ -154,8 +155,8 @@ def deduplicate(texts, config: Config | None = None, backend=None,
         "removed": removed,
         "exact_removed": exact_removed,
         "fuzzy_removed": removed - exact_removed,
-        "clusters": int(np.unique(cluster).size),
-        "duplicate_clusters": int(np.unique(cluster[~kept]).size),
+        "clusters": n_kept,                     # one kept document per cluster
+        "duplicate_clusters": distinct_count(cluster[~kept]),
         "exact_edges": exact_removed,
         "candidate_edges": er.candidates,
         "first_round_candidates": int(first_round.size),

@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from .arrays import unique
 from .params import approx_threshold, collision_probability
 
 #: Clusters shown, largest first, and removed documents shown per cluster.
@@ -259,7 +260,7 @@ def largest_clusters(cluster: np.ndarray, kept: np.ndarray, top: int = TOP_CLUST
     cluster = np.asarray(cluster)
     if cluster.size == 0:
         return []
-    labels, counts = np.unique(cluster, return_counts=True)
+    labels, counts = unique(cluster, return_counts=True)
     multi = counts > 1
     labels, counts = labels[multi], counts[multi]
     order = np.lexsort((labels, -counts))[:top]
@@ -321,7 +322,7 @@ def render(report: dict, result, corpus) -> str:
                          f'<div class="l">{_e(label)}</div></div>'
                          for key, n, label, cls in cards)
     cluster = np.asarray(result.cluster)
-    _, sizes = np.unique(cluster, return_counts=True) if cluster.size else (None, np.zeros(0))
+    _, sizes = unique(cluster, return_counts=True) if cluster.size else (None, np.zeros(0))
     sl, sc = size_histogram(sizes)
     fuzzy = ~np.asarray(result.pair_exact, dtype=bool)
     sims = np.asarray(result.pair_similarity, dtype=np.float64)[fuzzy]

@@ -60,6 +60,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .arrays import distinct_count, unique
 from .backend import get_backend
 from .config import Config
 from .distributed import make_executor, parse_scheduler
@@ -709,7 +710,7 @@ def gather_ids(ctx: Ctx, docs: np.ndarray) -> pa.Array:
     docs = np.asarray(docs, dtype=np.int64)
     if docs.size == 0:
         return pa.array([], pa.large_string())
-    u, inv = np.unique(docs, return_inverse=True)
+    u, inv = unique(docs, return_inverse=True)
     return _gather(ctx, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
 
 
@@ -734,7 +735,7 @@ def _gather_signatures(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
     wd = ctx.wd
     bi = np.searchsorted(ctx.block_starts, positions, side="right") - 1
     out = None
-    for b in np.unique(bi):
+    for b in unique(bi):
         blk = ctx.blocks[int(b)]
         sig = wd.load_npy(f"sig/{blk['key']}.sig.npy", mmap=True)
         sel = bi == b
@@ -757,14 +758,14 @@ def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
         da = np.array(reps[ia])
         db = np.array(reps[ib])
         del reps
-        docs = np.unique(np.concatenate([da, db]))
+        docs = unique(np.concatenate([da, db]))
         texts = gather_texts(ctx, docs)
         off, data = text_buffers(texts)
         la = np.searchsorted(docs, da).astype(np.int64)
         lb = np.searchsorted(docs, db).astype(np.int64)
         return np.asarray(_host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
                                                 la, lb)), dtype=np.float64)
-    pos = np.unique(np.concatenate([ia, ib]))
+    pos = unique(np.concatenate([ia, ib]))
     sig = _gather_signatures(ctx, pos)
     return np.asarray(_host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
                                                         np.searchsorted(pos, ib))),
@@ -799,7 +800,7 @@ class BandKeys:
         if rows_i.size:
             wd = self.ctx.wd
             bi = np.searchsorted(self.ctx.block_starts, rows_i, side="right") - 1
-            for b in np.unique(bi):
+            for b in unique(bi):
                 blk = self.ctx.blocks[int(b)]
                 keys = wd.load_npy(f"sig/{blk['key']}.keys.npy", mmap=True)
                 sel = np.flatnonzero(bi == b)
@@ -1151,7 +1152,7 @@ class _Runner:
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
             self._map("lsh", task_lsh, units)
             edges = [self.wd.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
-            first = np.unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
+            first = unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
             del edges
             self.wd.save_npy("lsh/first_round.npy", first)
             meta = {"first_round": int(first.size), "units": len(units), "parts": parts,
@@ -1259,7 +1260,7 @@ class _Runner:
             n_kept = int(kept.sum())
             idx = np.arange(N, dtype=np.int64)
             meta = {"kept": n_kept, "clusters": int(np.count_nonzero(cluster == idx)),
-                    "duplicate_clusters": int(np.unique(cluster[~kept]).size),
+                    "duplicate_clusters": distinct_count(cluster[~kept]),
                     "exact_removed": int(members.size), "units": 1}
             del idx, cluster, kept, ea, eb, sim, is_exact, members, member_rep
             self.wd.mark_done("stage/components", meta)
@@ -1282,6 +1283,7 @@ class _Runner:
                                  "kept": pa.array(kept[d0:d1], pa.bool_())}, schema=schema))
             rg.close()
         del cluster
+        release_memory()
         pa_ = self.wd.load_npy("final/pair_a.npy", mmap=True)
         pb_ = self.wd.load_npy("final/pair_b.npy", mmap=True)
         ps_ = self.wd.load_npy("final/pair_similarity.npy", mmap=True)
@@ -1298,6 +1300,7 @@ class _Runner:
                                                         pa.float64())}, schema=schema))
             rg.close()
         del pa_, pb_, ps_
+        release_memory()
         data_dir = os.path.join(tmp, "data")
         os.makedirs(data_dir)
         names = _output_names(self.shard_paths)
@@ -1320,7 +1323,7 @@ class _Runner:
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
                       texts=pa.array([], pa.large_string()), ids=None, locations=locs,
                       files=first.get("files"))
-        shard.write_kept(keep, out)
+        shard.write_kept(keep, out, self.plan.chunk_bytes)
 
     # -- all --------------------------------------------------------------
     def run(self, t_start: float, overwrite_check) -> dict:

@@ -46,6 +46,7 @@ import numpy as np
 import pyarrow as pa
 from numba import njit, prange
 
+from .arrays import unique
 from .config import parse_normalize
 from .errors import ConfigError
 from .kernels.cpu import _intersect_sorted
@@ -423,7 +424,7 @@ class Truth:
     def removed(self) -> int:
         """Documents removed by keeping one per component of the exact graph."""
         labels = self.components()
-        return int(self.n - np.unique(labels).size)
+        return int(self.n - unique(labels).size)
 
     @property
     def identical_removed(self) -> int:

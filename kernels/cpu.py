@@ -401,6 +401,38 @@ def text_hash128(offsets, data):
     return out
 
 
+@njit(cache=True)
+def first_equal(fp, active):
+    """For each row of ``fp`` (``N x 2`` ``uint64`` fingerprints), the index
+    of the first active row equal to it (itself if none comes earlier);
+    ``-1`` for inactive rows. One pass with an open-addressing table of
+    ``2^k >= 2N`` slots indexed by the low bits of the first word."""
+    n = fp.shape[0]
+    rep = np.full(n, -1, np.int64)
+    size = 2
+    while size < 2 * n:
+        size *= 2
+    mask = U64(size - 1)
+    table = np.full(size, -1, np.int64)
+    for i in range(n):
+        if not active[i]:
+            continue
+        h0 = fp[i, 0]
+        h1 = fp[i, 1]
+        s = np.int64(h0 & mask)
+        while True:
+            j = table[s]
+            if j < 0:
+                table[s] = i
+                rep[i] = i
+                break
+            if fp[j, 0] == h0 and fp[j, 1] == h1:
+                rep[i] = j
+                break
+            s = (s + 1) & (size - 1)
+    return rep
+
+
 @njit(parallel=True, cache=True)
 def codepoint_lengths(offsets, data):
     """Number of code points of every document."""

@@ -17,7 +17,7 @@ Signatures (``minhash``) take two paths:
 * **Character shingles of well-formed UTF-8** (the common case): one thread
   block per document. The block hashes a chunk of ``CHUNK`` shingles into
   shared memory (one shingle per code point start), then each of its ``THREADS``
-  threads folds that chunk into the minima of two permutations, on the top 32
+  threads folds that chunk into the minima of four permutations, on the top 32
   bits only for 32-bit signatures (``min(h >> 32) == min(h) >> 32``). Byte
   positions that start no shingle contribute the document's first shingle
   again, which leaves every minimum unchanged.
@@ -49,7 +49,7 @@ SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
 #: hashed into shared memory per round (8 bytes each). The simulator runs
 #: each thread as a Python thread, so it gets small blocks and chunks, which
 #: also puts several permutation groups and chunks into small test inputs.
-THREADS, CHUNK = (8, 16) if SIMULATOR else (64, 512)
+THREADS, CHUNK = (4, 16) if SIMULATOR else (32, 512)
 #: Threads per block of the thread-per-item kernels.
 FLAT = 256
 #: Bytes of device scratch per byte of text on the general shingling path
@@ -181,38 +181,56 @@ def _slot_hash(data, p, end, n, first):
 
 @cuda.jit(device=True)
 def _minima32(sh, length, a, b, out, t):
-    """Fold ``sh[:length]`` into row ``t`` of a 32-bit signature matrix:
-    thread ``tid`` owns permutations ``g + tid`` and ``g + tid + THREADS``."""
+    """Fold ``sh[:length]`` into row ``t`` of a 32-bit signature matrix, on
+    the top 32 bits of each permuted hash. In each group of ``4 * THREADS``
+    permutations, thread ``tid`` owns ``g + tid + j * THREADS`` (``j < 4``)
+    and takes the shingles two at a time: eight independent minima per step
+    for one shared-memory read of two hashes."""
     tid = cuda.threadIdx.x
     K = a.shape[0]
-    stop = np.uint64(length)
-    for g in range(0, K, 2 * THREADS):
+    for g in range(0, K, 4 * THREADS):
         k0 = g + tid
-        k1 = k0 + THREADS
-        if k1 < K:
-            a0 = a[k0]
-            b0 = b[k0]
-            a1 = a[k1]
-            b1 = b[k1]
+        if k0 + 3 * THREADS < K:
+            k1 = k0 + THREADS
+            k2 = k1 + THREADS
+            k3 = k2 + THREADS
+            a0, a1, a2, a3 = a[k0], a[k1], a[k2], a[k3]
+            b0, b1, b2, b3 = b[k0], b[k1], b[k2], b[k3]
             m0 = np.uint32(out[t, k0])
             m1 = np.uint32(out[t, k1])
-            s = _U0
-            while s < stop:
+            m2 = np.uint32(out[t, k2])
+            m3 = np.uint32(out[t, k3])
+            s = 0
+            while s + 1 < length:
+                x = sh[s]
+                y = sh[s + 1]
+                m0 = min(min(m0, np.uint32(_permute(a0, x, b0) >> _S32)),
+                         np.uint32(_permute(a0, y, b0) >> _S32))
+                m1 = min(min(m1, np.uint32(_permute(a1, x, b1) >> _S32)),
+                         np.uint32(_permute(a1, y, b1) >> _S32))
+                m2 = min(min(m2, np.uint32(_permute(a2, x, b2) >> _S32)),
+                         np.uint32(_permute(a2, y, b2) >> _S32))
+                m3 = min(min(m3, np.uint32(_permute(a3, x, b3) >> _S32)),
+                         np.uint32(_permute(a3, y, b3) >> _S32))
+                s += 2
+            if s < length:
                 x = sh[s]
                 m0 = min(m0, np.uint32(_permute(a0, x, b0) >> _S32))
                 m1 = min(m1, np.uint32(_permute(a1, x, b1) >> _S32))
-                s += _U1
+                m2 = min(m2, np.uint32(_permute(a2, x, b2) >> _S32))
+                m3 = min(m3, np.uint32(_permute(a3, x, b3) >> _S32))
             out[t, k0] = m0
             out[t, k1] = m1
-        elif k0 < K:
-            a0 = a[k0]
-            b0 = b[k0]
-            m0 = np.uint32(out[t, k0])
-            s = _U0
-            while s < stop:
-                m0 = min(m0, np.uint32(_permute(a0, sh[s], b0) >> _S32))
-                s += _U1
-            out[t, k0] = m0
+            out[t, k2] = m2
+            out[t, k3] = m3
+        else:                       # the last, partial group: one permutation at a time
+            for k in range(k0, K, THREADS):
+                ak = a[k]
+                bk = b[k]
+                m = np.uint32(out[t, k])
+                for s in range(length):
+                    m = min(m, np.uint32(_permute(ak, sh[s], bk) >> _S32))
+                out[t, k] = m
 
 
 @cuda.jit(device=True)
@@ -220,34 +238,45 @@ def _minima64(sh, length, a, b, out, t):
     """As :func:`_minima32`, for 64-bit signatures."""
     tid = cuda.threadIdx.x
     K = a.shape[0]
-    stop = np.uint64(length)
-    for g in range(0, K, 2 * THREADS):
+    for g in range(0, K, 4 * THREADS):
         k0 = g + tid
-        k1 = k0 + THREADS
-        if k1 < K:
-            a0 = a[k0]
-            b0 = b[k0]
-            a1 = a[k1]
-            b1 = b[k1]
+        if k0 + 3 * THREADS < K:
+            k1 = k0 + THREADS
+            k2 = k1 + THREADS
+            k3 = k2 + THREADS
+            a0, a1, a2, a3 = a[k0], a[k1], a[k2], a[k3]
+            b0, b1, b2, b3 = b[k0], b[k1], b[k2], b[k3]
             m0 = np.uint64(out[t, k0])
             m1 = np.uint64(out[t, k1])
-            s = _U0
-            while s < stop:
+            m2 = np.uint64(out[t, k2])
+            m3 = np.uint64(out[t, k3])
+            s = 0
+            while s + 1 < length:
+                x = sh[s]
+                y = sh[s + 1]
+                m0 = min(min(m0, _permute(a0, x, b0)), _permute(a0, y, b0))
+                m1 = min(min(m1, _permute(a1, x, b1)), _permute(a1, y, b1))
+                m2 = min(min(m2, _permute(a2, x, b2)), _permute(a2, y, b2))
+                m3 = min(min(m3, _permute(a3, x, b3)), _permute(a3, y, b3))
+                s += 2
+            if s < length:
                 x = sh[s]
                 m0 = min(m0, _permute(a0, x, b0))
                 m1 = min(m1, _permute(a1, x, b1))
-                s += _U1
+                m2 = min(m2, _permute(a2, x, b2))
+                m3 = min(m3, _permute(a3, x, b3))
             out[t, k0] = m0
             out[t, k1] = m1
-        elif k0 < K:
-            a0 = a[k0]
-            b0 = b[k0]
-            m0 = np.uint64(out[t, k0])
-            s = _U0
-            while s < stop:
-                m0 = min(m0, _permute(a0, sh[s], b0))
-                s += _U1
-            out[t, k0] = m0
+            out[t, k2] = m2
+            out[t, k3] = m3
+        else:
+            for k in range(k0, K, THREADS):
+                ak = a[k]
+                bk = b[k]
+                m = np.uint64(out[t, k])
+                for s in range(length):
+                    m = min(m, _permute(ak, sh[s], bk))
+                out[t, k] = m
 
 
 @cuda.jit(device=True)

@@ -504,20 +504,26 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
 # ---------------------------------------------------------------------------
 
 class _Sink:
-    """A file written in the shard's compression: gzip as ``gzip.compress(...,
-    compresslevel=6, mtime=0)`` writes it, zstd (level 3) in one frame."""
+    """A file written in the shard's compression, streaming: gzip as
+    ``gzip.compress(..., compresslevel=6, mtime=0)`` writes it, zstd at level
+    3 in one frame whose header records ``size``, the number of bytes that
+    will be written (needed for zstd only)."""
 
-    def __init__(self, path: str, comp: str | None):
+    def __init__(self, path: str, comp: str | None, size: int | None = None):
         self.f = open(path, "wb")
         self.comp = comp
         self.enc = zlib.compressobj(6, zlib.DEFLATED, 31) if comp == "gzip" else None
-        self.parts: list[bytes] = []
+        self.zw = None
+        if comp == "zstd":
+            import zstandard
+            self.zw = zstandard.ZstdCompressor(level=3).stream_writer(
+                self.f, size=-1 if size is None else int(size), closefd=False)
 
     def write(self, data) -> None:
         if self.comp == "gzip":
             self.f.write(self.enc.compress(data))
-        elif self.comp == "zstd":
-            self.parts.append(bytes(data))
+        elif self.zw is not None:
+            self.zw.write(data)
         else:
             self.f.write(data)
 
@@ -525,49 +531,62 @@ class _Sink:
         try:
             if self.comp == "gzip":
                 self.f.write(self.enc.flush())
-            elif self.comp == "zstd":
-                import zstandard
-                self.f.write(zstandard.ZstdCompressor(level=3).compress(b"".join(self.parts)))
-                self.parts = []
+            elif self.zw is not None:
+                self.zw.close()
         finally:
             self.f.close()
+
+
+def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
+    """For each block of ``src`` holding kept lines: the block and the byte
+    bounds of its runs of consecutive kept lines (start of the first line,
+    end of the last, before its newline)."""
+    base = 0
+    j = 0
+    for block in iter_blocks(src, block_bytes):
+        if j >= kept_lines.size:
+            break
+        if not _is_utf8(block):
+            block, _ = repair_utf8(block)
+        starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
+        n = starts.size
+        k = int(np.searchsorted(kept_lines, base + n, side="right"))
+        sel = kept_lines[j:k] - base - 1
+        j = k
+        base += n
+        if sel.size == 0:
+            continue
+        brk = np.flatnonzero(np.diff(sel) != 1) + 1
+        first = starts[sel[np.concatenate([[0], brk])]]
+        last = ends[sel[np.concatenate([brk - 1, [sel.size - 1]])]]
+        del starts, ends
+        yield block, first, last, int(sel.size)
 
 
 def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
                      block_bytes: int = BLOCK_BYTES) -> int:
     """Copy the lines numbered ``kept_lines`` (1-based, ascending) of ``src``
-    to ``dst``, each followed by a newline, in ``src``'s compression.
-    Returns the number of lines written."""
+    to ``dst``, each followed by a newline, in ``src``'s compression, one
+    block of at most about ``block_bytes`` at a time (zstd reads ``src``
+    twice: its frame header records the size first). Returns the number of
+    lines written."""
     kept_lines = np.asarray(kept_lines, dtype=np.int64)
-    sink = _Sink(dst, compression_of(src))
+    comp = compression_of(src)
+    size = None
+    if comp == "zstd":
+        size = sum(int((last - first).sum()) + first.size
+                   for _, first, last, _ in _kept_runs(src, kept_lines, block_bytes))
+    sink = _Sink(dst, comp, size)
     written = 0
     try:
-        base = 0
-        j = 0
-        for block in iter_blocks(src, block_bytes):
-            if j >= kept_lines.size:
-                break
-            if not _is_utf8(block):
-                block, _ = repair_utf8(block)
-            starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
-            n = starts.size
-            k = int(np.searchsorted(kept_lines, base + n, side="right"))
-            sel = kept_lines[j:k] - base - 1
-            j = k
-            base += n
-            if sel.size == 0:
-                continue
-            # runs of consecutive lines are copied in one slice
-            brk = np.flatnonzero(np.diff(sel) != 1) + 1
-            run_first = sel[np.concatenate([[0], brk])]
-            run_last = sel[np.concatenate([brk - 1, [sel.size - 1]])]
+        for block, first, last, lines in _kept_runs(src, kept_lines, block_bytes):
             mv = memoryview(block)
             parts = []
-            for a, b in zip(starts[run_first].tolist(), ends[run_last].tolist()):
+            for a, b in zip(first.tolist(), last.tolist()):
                 parts.append(mv[a:b])
                 parts.append(b"\n")
             sink.write(b"".join(parts))
-            written += int(sel.size)
+            written += lines
     finally:
         sink.close()
     return written

@@ -150,12 +150,13 @@ class Shard:
         return pc.binary_join_element_wise(pa.scalar(f"{self.path}:", pa.large_string()), nums,
                                            pa.scalar("", pa.large_string()))
 
-    def write_kept(self, keep: np.ndarray, path: str) -> int:
+    def write_kept(self, keep: np.ndarray, path: str, block_bytes: int = BLOCK_BYTES) -> int:
         """Write the kept records (``keep``: one flag per record) to ``path``,
-        in this shard's format; returns how many were written."""
+        in this shard's format; returns how many were written. A JSONL shard
+        is copied ``block_bytes`` of input at a time."""
         keep = np.asarray(keep, dtype=bool)
         if self.fmt == "jsonl":
-            return write_kept_lines(self.path, self.locations[keep], path)
+            return write_kept_lines(self.path, self.locations[keep], path, block_bytes)
         if self.fmt == "parquet":
             return write_kept_rows(self.path, self.locations[keep], path)
         return write_kept_files(self.path, self.files, keep, path)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..kernels.cpu import first_equal
+
 
 def exact_representatives(fingerprints: np.ndarray, active: np.ndarray) -> np.ndarray:
     """For each document, the index of the first active document with the same
@@ -10,18 +12,5 @@ def exact_representatives(fingerprints: np.ndarray, active: np.ndarray) -> np.nd
 
     ``fingerprints`` is ``N x 2`` uint64.
     """
-    n = fingerprints.shape[0]
-    rep = np.full(n, -1, dtype=np.int64)
-    idx = np.flatnonzero(active)
-    if idx.size == 0:
-        return rep
-    fp = fingerprints[idx]
-    order = np.lexsort((idx, fp[:, 1], fp[:, 0]))
-    s0 = fp[order, 0]
-    s1 = fp[order, 1]
-    start = np.ones(order.size, dtype=bool)
-    start[1:] = (s0[1:] != s0[:-1]) | (s1[1:] != s1[:-1])
-    group = np.cumsum(start) - 1
-    first = idx[order][start]          # smallest index of each group (idx sorted within)
-    rep[idx[order]] = first[group]
-    return rep
+    fp = np.ascontiguousarray(fingerprints, dtype=np.uint64).reshape(-1, 2)
+    return first_equal(fp, np.ascontiguousarray(active, dtype=np.bool_))

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arrays import unique
 from ..kernels.cpu import connected, union_edges
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -61,7 +62,7 @@ def reanchor(failed: np.ndarray, keys: np.ndarray) -> np.ndarray:
             out.append(pack_edges(anchor[sel], m[sel]))
     if not out:
         return np.zeros(0, dtype=np.uint64)
-    return np.unique(np.concatenate(out))
+    return unique(np.concatenate(out))
 
 
 @dataclass

@@ -1,0 +1,45 @@
+"""Small array helpers on the host.
+
+:func:`unique` is ``np.unique`` for 1-D arrays by one sort and a comparison
+of neighbours, which recent NumPy releases make many times faster than
+``np.unique`` on the million-element integer arrays the stages pass around.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def unique(x, return_inverse: bool = False, return_counts: bool = False):
+    """The sorted distinct values of the 1-D array ``x``, as ``np.unique``
+    gives them, and optionally the index of each element's value among them
+    (``return_inverse``) and how often each value occurs (``return_counts``)."""
+    x = np.asarray(x).reshape(-1)
+    n = x.shape[0]
+    if return_inverse:
+        order = np.argsort(x, kind="stable")
+        s = x[order]
+    else:
+        s = np.sort(x)
+    first = np.empty(n, dtype=bool)
+    if n:
+        first[0] = True
+        np.not_equal(s[1:], s[:-1], out=first[1:])
+    values = s[first]
+    if not (return_inverse or return_counts):
+        return values
+    out = [values]
+    if return_inverse:
+        inv = np.empty(n, dtype=np.int64)
+        inv[order] = np.cumsum(first) - 1
+        out.append(inv)
+    if return_counts:
+        starts = np.flatnonzero(first)
+        out.append(np.diff(np.append(starts, n)).astype(np.int64))
+    return tuple(out)
+
+
+def distinct_count(x) -> int:
+    """How many distinct values the 1-D array ``x`` of non-negative integers
+    holds."""
+    x = np.asarray(x).reshape(-1)
+    return int(np.count_nonzero(np.bincount(x))) if x.size else 0

@@ -1,0 +1,22 @@
+"""The host array helpers agree with NumPy's own functions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_dedup.arrays import distinct_count, unique
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.int32])
+@pytest.mark.parametrize("n", [0, 1, 7, 5000])
+def test_unique_matches_numpy(dtype, n):
+    x = np.random.default_rng(n).integers(0, max(n // 3, 1), size=n).astype(dtype)
+    want, want_inv, want_cnt = np.unique(x, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(unique(x), want)
+    got, inv, cnt = unique(x, return_inverse=True, return_counts=True)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(inv, want_inv.reshape(-1))
+    np.testing.assert_array_equal(cnt, want_cnt)
+    v, c = unique(x, return_counts=True)
+    np.testing.assert_array_equal(c, want_cnt)
+    assert distinct_count(x) == want.size
