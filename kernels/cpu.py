@@ -468,6 +468,53 @@ def has_shingles(offsets, data, word_mode):
     return out
 
 
+@njit(cache=True, inline="always")
+def _fold_spaces_doc(data, start, end, out, o):
+    """Write ``data[start:end]`` with every run of whitespace folded into one
+    space and none at either end to ``out[o:]`` (when ``out`` is not empty);
+    returns the length written."""
+    L = 0
+    pending = False
+    seen = False
+    p = start
+    while p < end:
+        q = p
+        c, p = utf8_decode(data, p, end)
+        if is_space(c):
+            pending = seen
+            continue
+        if pending:
+            if out.shape[0]:
+                out[o + L] = 32
+            L += 1
+            pending = False
+        if out.shape[0]:
+            for r in range(q, p):
+                out[o + L + r - q] = data[r]
+        L += p - q
+        seen = True
+    return L
+
+
+@njit(parallel=True, cache=True)
+def fold_spaces(offsets, data):
+    """``" ".join(text.split())`` of every document (whitespace as
+    :func:`kernels.hashing.is_space` defines it), as new Arrow buffers
+    ``(offsets, data)``."""
+    N = offsets.shape[0] - 1
+    empty = np.empty(0, np.uint8)
+    lengths = np.empty(N, np.int64)
+    for i in prange(N):
+        lengths[i] = _fold_spaces_doc(data, offsets[i], offsets[i + 1], empty, 0)
+    new_off = np.zeros(N + 1, np.int64)
+    for i in range(N):
+        new_off[i + 1] = new_off[i] + lengths[i]
+    out = np.empty(max(new_off[N], 1), np.uint8)
+    for i in prange(N):
+        _fold_spaces_doc(data, offsets[i], offsets[i + 1], out, new_off[i])
+    return new_off, out
+
+
 @njit(cache=True)
 def line_spans(buf):
     """``(starts, ends)`` of the non-blank lines of a byte buffer.

@@ -1,4 +1,5 @@
-"""Text normalization on Arrow string arrays (vectorised Arrow compute).
+"""Text normalization on Arrow string arrays: Arrow compute kernels, one
+slice per thread, and a compiled kernel for whitespace folding.
 
 Steps, applied in the order given:
 
@@ -17,24 +18,78 @@ import pyarrow.compute as pc
 _WS = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]+"
 
 
+def _arrow_step(out: pa.Array, step: str) -> pa.Array:
+    if step == "nfkc":
+        return pc.utf8_normalize(out, "NFKC")
+    if step == "lower":
+        return pc.utf8_lower(out)
+    if step == "punct":
+        return pc.replace_substring_regex(out, r"\p{P}+", "")
+    if step == "digits":
+        return pc.replace_substring_regex(out, r"\p{Nd}+", "0")
+    if step == "ws":
+        return pc.utf8_trim(pc.replace_substring_regex(out, _WS, " "), " ")
+    raise ValueError(f"unknown normalization step {step!r}")  # validated by Config
+
+
+def _arrow_steps(arr: pa.Array, steps) -> pa.Array:
+    for step in steps:
+        arr = _arrow_step(arr, step)
+    return arr
+
+
+def fold_whitespace(arr: pa.Array) -> pa.Array:
+    """The ``ws`` step by the compiled kernel (``" ".join(text.split())``)."""
+    from ..kernels.cpu import fold_spaces
+    offsets, data = text_buffers(arr)
+    new_off, new_data = fold_spaces(offsets, data)
+    return pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(new_off),
+                                            pa.py_buffer(new_data))
+
+
+#: Text bytes below which the Arrow steps run in the calling thread.
+PARALLEL_BYTES = 16 << 20
+
+
+def _threads() -> int:
+    import numba
+    return max(1, int(numba.get_num_threads()))
+
+
+def _threaded(arr: pa.Array, steps) -> pa.Array:
+    """Arrow steps over one slice of ``arr`` per thread (Arrow's string
+    kernels run single-threaded and release the GIL)."""
+    threads = _threads()
+    n = len(arr)
+    if threads == 1 or n < 2 or arr.nbytes < PARALLEL_BYTES:
+        return _arrow_steps(arr, steps)
+    parts = min(threads, n)
+    cuts = [n * j // parts for j in range(parts + 1)]
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(parts) as ex:
+        done = list(ex.map(
+            lambda j: _arrow_steps(arr.slice(cuts[j], cuts[j + 1] - cuts[j]), steps),
+            range(parts)))
+    return pa.concat_arrays(done)
+
+
 def normalize_text(arr: pa.Array, steps) -> pa.Array:
     """Apply the normalization ``steps`` to a string array; returns ``large_string``."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     out = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
-    for step in steps:
-        if step == "nfkc":
-            out = pc.utf8_normalize(out, "NFKC")
-        elif step == "lower":
-            out = pc.utf8_lower(out)
-        elif step == "punct":
-            out = pc.replace_substring_regex(out, r"\p{P}+", "")
-        elif step == "digits":
-            out = pc.replace_substring_regex(out, r"\p{Nd}+", "0")
-        elif step == "ws":
-            out = pc.utf8_trim(pc.replace_substring_regex(out, _WS, " "), " ")
-        else:  # validated by Config
-            raise ValueError(f"unknown normalization step {step!r}")
+    steps = tuple(steps)
+    i = 0
+    while i < len(steps):
+        if steps[i] == "ws" and not out.null_count:
+            out = fold_whitespace(out)
+            i += 1
+            continue
+        j = i + 1
+        while j < len(steps) and not (steps[j] == "ws" and not out.null_count):
+            j += 1
+        out = _threaded(out, steps[i:j])
+        i = j
     return out
 
 
