@@ -36,7 +36,7 @@ import types as _types
 import warnings
 
 import numpy as np
-from numba import cuda
+from numba import cuda, njit
 from numba.core.dispatcher import Dispatcher
 
 from . import cpu as _cpu
@@ -60,6 +60,7 @@ _U0 = np.uint64(0)
 _U1 = np.uint64(1)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
 _S32 = np.uint64(32)
+_M32 = np.uint64(0xFFFFFFFF)
 _SEED0 = np.uint64(0)
 _SEED1 = np.uint64(1)
 
@@ -179,13 +180,30 @@ def _slot_hash(data, p, end, n, first):
     return first, 0
 
 
+@njit(inline="always")
+def _top32(alo, ahi, b, xlo, xhi):
+    """Top 32 bits of ``permute(a, x, b)`` from the 32-bit halves of ``a``
+    and ``x``: ``hi32(alo * xlo + b) + alo * xhi + ahi * xlo (mod 2**32)``.
+    Only the low 32 bits of the last two products are used, so the device
+    code multiplies them in 32 bits."""
+    t = np.uint32((np.uint64(alo) * np.uint64(xlo) + b) >> _S32)
+    t = np.uint32(t + alo * xhi)
+    return np.uint32(t + ahi * xlo)
+
+
+_top32_dev = _shared(_top32)
+
+
 @cuda.jit(device=True)
 def _minima32(sh, length, a, b, out, t):
     """Fold ``sh[:length]`` into row ``t`` of a 32-bit signature matrix, on
     the top 32 bits of each permuted hash. In each group of ``4 * THREADS``
     permutations, thread ``tid`` owns ``g + tid + j * THREADS`` (``j < 4``)
     and takes the shingles two at a time: eight independent minima per step
-    for one shared-memory read of two hashes."""
+    for one shared-memory read of two hashes. ``a`` is split into 32-bit
+    halves once per group and each shingle once per step, so that a value
+    costs one 32x32->64-bit multiply-add (with ``b`` as the addend, of which
+    only the high word is kept) and two 32-bit multiply-adds (:func:`_top32`)."""
     tid = cuda.threadIdx.x
     K = a.shape[0]
     for g in range(0, K, 4 * THREADS):
@@ -195,6 +213,14 @@ def _minima32(sh, length, a, b, out, t):
             k2 = k1 + THREADS
             k3 = k2 + THREADS
             a0, a1, a2, a3 = a[k0], a[k1], a[k2], a[k3]
+            l0 = np.uint32(a0 & _M32)
+            l1 = np.uint32(a1 & _M32)
+            l2 = np.uint32(a2 & _M32)
+            l3 = np.uint32(a3 & _M32)
+            h0 = np.uint32(a0 >> _S32)
+            h1 = np.uint32(a1 >> _S32)
+            h2 = np.uint32(a2 >> _S32)
+            h3 = np.uint32(a3 >> _S32)
             b0, b1, b2, b3 = b[k0], b[k1], b[k2], b[k3]
             m0 = np.uint32(out[t, k0])
             m1 = np.uint32(out[t, k1])
@@ -204,21 +230,23 @@ def _minima32(sh, length, a, b, out, t):
             while s + 1 < length:
                 x = sh[s]
                 y = sh[s + 1]
-                m0 = min(min(m0, np.uint32(_permute(a0, x, b0) >> _S32)),
-                         np.uint32(_permute(a0, y, b0) >> _S32))
-                m1 = min(min(m1, np.uint32(_permute(a1, x, b1) >> _S32)),
-                         np.uint32(_permute(a1, y, b1) >> _S32))
-                m2 = min(min(m2, np.uint32(_permute(a2, x, b2) >> _S32)),
-                         np.uint32(_permute(a2, y, b2) >> _S32))
-                m3 = min(min(m3, np.uint32(_permute(a3, x, b3) >> _S32)),
-                         np.uint32(_permute(a3, y, b3) >> _S32))
+                xl = np.uint32(x & _M32)
+                xh = np.uint32(x >> _S32)
+                yl = np.uint32(y & _M32)
+                yh = np.uint32(y >> _S32)
+                m0 = min(m0, _top32_dev(l0, h0, b0, xl, xh), _top32_dev(l0, h0, b0, yl, yh))
+                m1 = min(m1, _top32_dev(l1, h1, b1, xl, xh), _top32_dev(l1, h1, b1, yl, yh))
+                m2 = min(m2, _top32_dev(l2, h2, b2, xl, xh), _top32_dev(l2, h2, b2, yl, yh))
+                m3 = min(m3, _top32_dev(l3, h3, b3, xl, xh), _top32_dev(l3, h3, b3, yl, yh))
                 s += 2
             if s < length:
                 x = sh[s]
-                m0 = min(m0, np.uint32(_permute(a0, x, b0) >> _S32))
-                m1 = min(m1, np.uint32(_permute(a1, x, b1) >> _S32))
-                m2 = min(m2, np.uint32(_permute(a2, x, b2) >> _S32))
-                m3 = min(m3, np.uint32(_permute(a3, x, b3) >> _S32))
+                xl = np.uint32(x & _M32)
+                xh = np.uint32(x >> _S32)
+                m0 = min(m0, _top32_dev(l0, h0, b0, xl, xh))
+                m1 = min(m1, _top32_dev(l1, h1, b1, xl, xh))
+                m2 = min(m2, _top32_dev(l2, h2, b2, xl, xh))
+                m3 = min(m3, _top32_dev(l3, h3, b3, xl, xh))
             out[t, k0] = m0
             out[t, k1] = m1
             out[t, k2] = m2
