@@ -128,21 +128,24 @@ _intersect_sorted = _shared(_cpu._intersect_sorted)
 
 @cuda.jit(device=True)
 def _irregular(data, start, end, tid):
-    """1 if this thread finds, among its bytes of ``data[start:end]``, one
-    that breaks the layout where the code points that ``utf8_decode`` steps
-    through are exactly the bytes that are not continuation bytes."""
+    """What this thread finds among its bytes of ``data[start:end]``: bit 0,
+    a byte that breaks the layout where the code points that ``utf8_decode``
+    steps through are exactly the bytes that are not continuation bytes;
+    bit 1, a byte outside ASCII."""
     bad = 0
     for p in range(start + tid, end, THREADS):
+        if data[p] >= 0x80:
+            bad |= 2
         if (data[p] & 0xC0) == 0x80:
             if p == start:
-                bad = 1
+                bad |= 1
         else:
             cp, q = _utf8_decode(data, p, end)
             for r in range(p + 1, q):
                 if (data[r] & 0xC0) != 0x80:
-                    bad = 1
+                    bad |= 1
             if q < end and (data[q] & 0xC0) == 0x80:
-                bad = 1
+                bad |= 1
     return bad
 
 
@@ -169,10 +172,14 @@ def _first_hash(data, start, end, n):
 
 
 @cuda.jit(device=True)
-def _slot_hash(data, p, end, n, first):
+def _slot_hash(data, p, end, n, first, ascii):
     """``(hash, 1)`` of the shingle starting at byte ``p``, or ``(first, 0)``
     when no shingle starts there (a continuation byte, or fewer than ``n``
-    code points left)."""
+    code points left). In an ``ascii`` document a code point is a byte."""
+    if ascii:
+        if p + n <= end:
+            return _xxh64(data, p, p + n, _SEED0), 1
+        return first, 0
     if (data[p] & 0xC0) != 0x80:
         e = _char_end(data, p, end, n)
         if e >= 0:
@@ -334,10 +341,11 @@ def _minhash_char_kernel(offsets, data, docs, n, a, b, shift, out, counts, irreg
         if tid == 0:
             total[0] = 0
         bad = _irregular(data, start, end, tid)
-        if cuda.syncthreads_or(bad):
+        if cuda.syncthreads_or(bad & 1):
             if tid == 0:
                 irregular[t] = 1
             continue
+        ascii = not cuda.syncthreads_or(bad & 2)
         if tid == 0:
             first[0] = _first_hash(data, start, end, n)
         for k in range(tid, K, THREADS):
@@ -348,7 +356,7 @@ def _minhash_char_kernel(offsets, data, docs, n, a, b, shift, out, counts, irreg
         for c0 in range(start, end, CHUNK):
             length = min(CHUNK, end - c0)
             for s in range(tid, length, THREADS):
-                h, real = _slot_hash(data, c0 + s, end, n, f)
+                h, real = _slot_hash(data, c0 + s, end, n, f, ascii)
                 sh[s] = h
                 mine += real
             cuda.syncthreads()
@@ -414,17 +422,18 @@ def _char_slots_kernel(offsets, data, docs, n, slot_off, slots, irregular):
         start = offsets[i]
         end = offsets[i + 1]
         bad = _irregular(data, start, end, tid)
-        if cuda.syncthreads_or(bad):
+        if cuda.syncthreads_or(bad & 1):
             if tid == 0:
                 irregular[t] = 1
             continue
+        ascii = not cuda.syncthreads_or(bad & 2)
         if tid == 0:
             first[0] = _first_hash(data, start, end, n)
         cuda.syncthreads()
         f = first[0]
         base = slot_off[t] - start
         for p in range(start + tid, end, THREADS):
-            h, real = _slot_hash(data, p, end, n, f)
+            h, real = _slot_hash(data, p, end, n, f, ascii)
             slots[base + p] = h
         cuda.syncthreads()
 
