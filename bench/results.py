@@ -18,9 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["speed", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["speed", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
     "speed": "One million short documents: gpu_dedup beside rensa and datasketch",
+    "gpu": "One H200: `python bench/gpu_check.py`",
     "comparison-quick": "Side by side: `python bench/run.py --quick`",
     "comparison-full": "Side by side: `python bench/run.py` (full)",
     "scaling": "Scaling: `python bench/scaling.py`",
@@ -144,6 +145,7 @@ matplotlib):
     python bench/run.py --speed      # one million short documents
     python bench/run.py              # side by side, larger corpora (about an hour)
     python bench/scaling.py          # time and memory from 10k to 1M documents
+    PYTHONPATH=. python bench/gpu_check.py   # on a GPU: bit-identity and throughput
     python bench/accuracy.py         # recall and edge precision on real text, full size
     python bench/generate.py --docs 1000000 --out corpus.jsonl.zst   # a realistic corpus
 """
