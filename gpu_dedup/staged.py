@@ -66,6 +66,7 @@ from .config import Config
 from .distributed import make_executor, parse_scheduler
 from .errors import ConfigError, DedupError, InputError
 from .io.jsonl import _BOM, BLOCK_BYTES, ShardReadState, compression_of, iter_blocks, parse_block
+from .io.parquet import read_parquet_shard
 from .io.sources import Shard, _group_inputs, _output_names, expand_inputs, format_of, read_shard
 from .memory import PeakMonitor, default_budget, format_size, parse_size, release_memory
 from .stages.components import choose_kept, cluster_ids
@@ -331,78 +332,10 @@ def read_parquet_groups(path: str, row_groups: list[int], row_base: int, text_fi
     """Some row groups of a Parquet file, read and checked as
     :func:`gpu_dedup.io.parquet.read_parquet_shard` reads a whole file; rows
     are numbered from ``row_base + 1``."""
-    try:
-        pf = pq.ParquetFile(path)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
-    schema = pf.schema_arrow
-    names = schema.names
-    if text_field not in names:
-        raise InputError(f"{path}: missing text field {text_field!r} "
-                         f"(columns: {', '.join(names)}); choose one with --text-field")
-    ttype = schema.field(text_field).type
-    if not (pa.types.is_string(ttype) or pa.types.is_large_string(ttype)
-            or getattr(pa.types, "is_string_view", lambda _t: False)(ttype)):
-        raise InputError(f"{path}: field {text_field!r} is not a string column ({ttype})")
-    use_id = id_field is not None and id_field in names
-    cols = [text_field] + ([id_field] if use_id and id_field != text_field else [])
-    texts, ids, rows, skipped = [], [], [], []
-    base = row_base
-    try:
-        for batch in pf.iter_batches(batch_size=64 * 1024, row_groups=row_groups, columns=cols,
-                                     use_threads=True):
-            n = batch.num_rows
-            t = batch.column(text_field)
-            if t.type != pa.large_string():
-                t = t.cast(pa.large_string())
-            i = None
-            if use_id:
-                i = batch.column(id_field)
-                if i.type != pa.large_string():
-                    try:
-                        i = i.cast(pa.large_string())
-                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                        raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
-                                         f"({schema.field(id_field).type}); pass --id-field "
-                                         f"none to generate ids") from exc
-            r = np.arange(base + 1, base + n + 1, dtype=np.int64)
-            bad = t.is_null().to_numpy(zero_copy_only=False) if t.null_count else None
-            bad_id = (i.is_null().to_numpy(zero_copy_only=False)
-                      if i is not None and i.null_count else None)
-            if bad is not None or bad_id is not None:
-                b = np.zeros(n, dtype=bool)
-                if bad is not None:
-                    b |= bad
-                if bad_id is not None:
-                    b |= bad_id
-                for k in np.flatnonzero(b).tolist():
-                    why = (f"field {text_field!r} is not a string (null)"
-                           if bad is not None and bad[k] else f"missing id field {id_field!r}")
-                    if on_bad_record != "skip":
-                        raise InputError(f"{path}: row {base + k + 1}: {why}")
-                    skipped.append((base + k + 1, why))
-                keep = pa.array(~b)
-                t = t.filter(keep)
-                i = i.filter(keep) if i is not None else None
-                r = r[~b]
-            texts.append(t)
-            ids.append(i)
-            rows.append(r)
-            base += n
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - corrupt pages, bad encodings...
-        raise InputError(f"{path}: corrupt Parquet data after row {base} ({exc})") from exc
-    md = pf.metadata
-    comp = None
-    if md.num_row_groups and md.num_columns:
-        comp = md.row_group(0).column(0).compression
-        comp = None if comp == "UNCOMPRESSED" else comp.lower()
-    return {"texts": pa.concat_arrays(texts) if texts else pa.array([], pa.large_string()),
-            "ids": (pa.concat_arrays(ids) if ids else pa.array([], pa.large_string()))
-            if use_id else None,
-            "lines": np.concatenate(rows) if rows else np.zeros(0, np.int64),
-            "invalid": 0, "skipped": skipped, "first_missing_id": None, "compression": comp}
+    d = read_parquet_shard(path, text_field, id_field, on_bad_record, row_groups=row_groups,
+                           row_base=row_base)
+    return {"texts": d.texts, "ids": d.ids, "lines": d.rows, "invalid": 0,
+            "skipped": d.skipped, "first_missing_id": None, "compression": d.compression}
 
 
 def _location(unit_or_meta: dict, loc: int) -> str:

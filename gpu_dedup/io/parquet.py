@@ -51,8 +51,11 @@ class ParquetData:
 
 def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None = "id",
                        on_bad_record: str = "error", batch_rows: int = BATCH_ROWS,
-                       progress=None) -> ParquetData:
-    """Read the text (and id) column of a Parquet file by batches.
+                       progress=None, row_groups: list[int] | None = None,
+                       row_base: int = 0) -> ParquetData:
+    """Read the text (and id) column of a Parquet file by batches: all of it,
+    or the ``row_groups`` listed, whose rows are then numbered from
+    ``row_base + 1``.
 
     A null text is a bad record: an :class:`InputError` naming its row, or
     skipped with ``on_bad_record="skip"``. So is a null id when the file has
@@ -71,10 +74,11 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
     use_id = id_field is not None and id_field in names
     cols = [text_field] + ([id_field] if use_id and id_field != text_field else [])
     texts, ids, rows, skipped = [], [], [], []
-    base = 0
+    base = row_base
     total = max(pf.metadata.num_rows, 1)
     try:
-        for batch in pf.iter_batches(batch_size=batch_rows, columns=cols, use_threads=True):
+        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=cols,
+                                     use_threads=True):
             n = batch.num_rows
             t = batch.column(text_field)
             if t.type != pa.large_string():
