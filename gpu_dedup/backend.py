@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays import unique
 from . import kernels as _kernels_pkg  # noqa: F401  (ensures the mapping exists)
+from .arrays import unique
 from .errors import DeviceError
 
 

@@ -556,7 +556,7 @@ class GpuBackend:
                 base = ends[e0 - 1] if e0 else 0
                 e1 = max(int(np.searchsorted(ends, base + limit, side="right")), e0 + 1)
                 rows, inv = unique(np.concatenate([ia[e0:e1], ib[e0:e1]]),
-                                      return_inverse=True)
+                                   return_inverse=True)
                 inv = inv.reshape(-1).astype(np.int64)
                 sub_off, sub_values = _gather_text(set_off, values, rows)
                 m = e1 - e0
