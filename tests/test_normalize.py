@@ -48,3 +48,8 @@ def test_steps_in_slices_equal_one_pass(monkeypatch):
     assert sliced.to_pylist() == whole[5:]
     assert nz.normalize_text(arr, ("nfkc",)).to_pylist() == \
         [unicodedata.normalize("NFKC", t) for t in texts]
+
+
+def test_nulls_stay_null_and_the_rest_is_folded():
+    got = nz.normalize_text(pa.array([" a \t b ", None, "c"]), ("lower", "ws")).to_pylist()
+    assert got == ["a b", None, "c"]

@@ -11,6 +11,8 @@ Steps, applied in the order given:
 """
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -78,18 +80,16 @@ def normalize_text(arr: pa.Array, steps) -> pa.Array:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     out = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
-    steps = tuple(steps)
-    i = 0
-    while i < len(steps):
-        if steps[i] == "ws" and not out.null_count:
-            out = fold_whitespace(out)
-            i += 1
-            continue
-        j = i + 1
-        while j < len(steps) and not (steps[j] == "ws" and not out.null_count):
-            j += 1
-        out = _threaded(out, steps[i:j])
-        i = j
+    # Arrow's steps keep nulls as they are, so whether the kernel can fold
+    # whitespace is known up front.
+    kernel_ws = not out.null_count
+    for is_ws, group in itertools.groupby(steps, key=lambda step: kernel_ws and step == "ws"):
+        group = tuple(group)
+        if is_ws:
+            for _ in group:
+                out = fold_whitespace(out)
+        else:
+            out = _threaded(out, group)
     return out
 
 
