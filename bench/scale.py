@@ -5,7 +5,7 @@
 
 Three measurements, each a fresh process started by this small one (so its
 peak resident memory is its own, read from ``wait4``) running
-:func:`gpu_dedup.staged.run_staged` with the default configuration (char
+:func:`gpu_dedup.pipeline.run` with the default configuration (char
 5-grams after NFKC, lower-casing and whitespace folding, 128 hashes,
 threshold 0.8):
 
@@ -43,10 +43,10 @@ DATA = os.environ.get("GPU_DEDUP_BENCH_DATA", os.path.join(HERE, "data"))
 CHILD = r"""
 import json, sys
 from gpu_dedup.config import Config
-from gpu_dedup.staged import run_staged
+from gpu_dedup.pipeline import run
 a = json.loads(sys.argv[1])
 if __name__ == "__main__":
-    r = run_staged(a["inputs"], a["output"], Config(), memory_limit=a["budget"],
+    r = run(a["inputs"], a["output"], Config(), memory_limit=a["budget"],
                    work_dir=a.get("work"), overwrite=True, scheduler=a.get("scheduler", "none"),
                    workers=a.get("workers"))
     keep = ("documents", "edges", "clusters", "seconds", "memory", "work", "scheduler")

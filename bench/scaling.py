@@ -168,6 +168,7 @@ def main(argv=None) -> int:
                         with open(os.path.join(out, "report.json")) as f:
                             rep = json.load(f)
                         row["stage_seconds"] = rep["seconds"]
+                        row["store"] = rep.get("work", {}).get("store", "")
                         row["removed"] = rep["documents"]["removed"]
                     print(f"  {tool}: {r['seconds']:.1f}s, {n / r['seconds']:,.0f} docs/s, "
                           f"peak {harness.fmt_bytes(r['peak_rss'])}", flush=True)
@@ -194,8 +195,10 @@ def main(argv=None) -> int:
 
 
 def out_of_core(row: dict) -> bool:
-    """Whether gpu-dedup ran its bounded-memory (staged) path: its report
-    then has a ``prepare`` stage instead of ``read``."""
+    """Whether gpu-dedup ran out of core: its report names the disk store
+    (older reports: a ``prepare`` stage instead of ``read``)."""
+    if "store" in row:
+        return row["store"] == "disk"
     return "prepare" in row.get("stage_seconds", {})
 
 

@@ -1,5 +1,10 @@
 """Backends: where each stage runs.
 
+Owns the :class:`Backend` protocol (every call the engine makes on a
+backend), the CPU backend, the choice of a backend for ``--device``, and
+:data:`MAX_DOCUMENTS`, the largest corpus whose document indices fit the
+packed ``a << 32 | b`` edges.
+
 A backend supplies the kernels, the grouping of band keys and the connected
 components for one device. The CPU backend uses Numba-compiled kernels and
 SciPy; the GPU backend (``backend_gpu``) is imported only when asked for, so
@@ -7,15 +12,151 @@ nothing here imports a GPU package.
 """
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
 import numpy as np
 
 from . import kernels as _kernels_pkg  # noqa: F401  (ensures the mapping exists)
 from .arrays import unique
 from .errors import DeviceError
+from .stages.components import scipy_components
+
+#: Most documents one run may hold: candidate edges pack two document indices
+#: into one 64-bit word, ``a << 32 | b``, so an index must fit in 32 bits.
+MAX_DOCUMENTS = 2 ** 32 - 1
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the engine calls on a backend.
+
+    Array arguments are host (NumPy) arrays or arrays of the backend's own
+    namespace :attr:`xp`; results are arrays of :attr:`xp` unless stated
+    otherwise, and :meth:`to_host` brings any of them to NumPy. Text comes as
+    ``offsets`` (int64, ``N + 1`` entries) into ``data`` (uint8 UTF-8 bytes):
+    document ``i`` is ``data[offsets[i]:offsets[i + 1]]``. Every result is
+    bit-identical across backends, except the label values of
+    :meth:`components` (the engine relabels them by smallest member).
+
+    A backend holding device memory may also offer ``release()`` (drop what
+    it caches between calls) and ``peak_device_bytes()`` (the most device
+    memory it held); the engine calls them when present (see
+    :class:`DeviceMemory`).
+
+    Attributes:
+        name: what ran, as reported (``"cpu"``, ``"gpu"``, ``"cuda-sim"``).
+        xp: the array namespace of the backend's results (NumPy or CuPy).
+    """
+
+    name: str
+    xp: Any
+
+    def describe(self) -> dict:
+        """What runs each stage on this machine, as short strings (at least
+        the keys ``device``, ``grouping`` and ``components``)."""
+        ...
+
+    def has_shingles(self, offsets, data, word_mode: bool):
+        """Bool per document: whether it has at least one shingle (a
+        character, or a word when ``word_mode``)."""
+        ...
+
+    def text_hash128(self, offsets, data):
+        """``N x 2`` uint64: two XXH64 hashes (seeds 0 and 1) of each text."""
+        ...
+
+    def codepoint_lengths(self, offsets, data):
+        """int64 per document: its length in code points."""
+        ...
+
+    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int):
+        """``(sig, counts)`` of documents ``docs``: the ``len(docs) x K``
+        MinHash signatures (uint32 for ``bits == 32``, else uint64) under the
+        affine hashes ``(a, b)`` over ``n``-shingles, and the number of
+        shingles hashed per document."""
+        ...
+
+    def band_keys(self, sig, bands: int, rows: int):
+        """``N x bands`` uint64: the key of rows ``j*rows .. (j+1)*rows - 1``
+        of each signature, for each band ``j``."""
+        ...
+
+    def bucket_edges(self, keys, active=None):
+        """Candidate edges of every band of ``keys`` (``N x B``) over the
+        active rows (all when None), packed ``a << 32 | b``, sorted and
+        unique: a bucket's members ``m0 < m1 < ...`` give the anchor edges
+        ``(m0, mi)`` and the chain edges ``(m(i-1), mi)``."""
+        ...
+
+    def segment_bucket_edges(self, keys, docs, seg):
+        """Candidate edges of the buckets of several key segments, packed
+        ``a << 32 | b``, sorted and unique.
+
+        Args:
+            keys: uint64 band keys, concatenated segment by segment.
+            docs: int64 document position of each key, ascending inside each
+                segment; an empty array means position ``i - seg[j]``.
+            seg: int64 segment boundaries, ``segments + 1`` entries: segment
+                ``j`` is ``keys[seg[j]:seg[j + 1]]``.
+
+        Returns:
+            uint64 edges; within each segment, a bucket (equal keys) with
+            members ``m0 < m1 < ... < mk`` gives the anchor edges
+            ``(m0, mi)`` and the chain edges ``(m(i-1), mi)``. Equal to
+            ``kernels.cpu.segment_bucket_edges``.
+        """
+        ...
+
+    def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
+        """Sorted unique shingle hashes of documents ``docs`` (sorted
+        indices): an opaque handle for :meth:`jaccard_sets`, of the form
+        ``(docs, set_offsets, values)``."""
+        ...
+
+    def jaccard_sets(self, sets, da, db):
+        """float64 exact Jaccard of documents ``da[e]`` and ``db[e]``, all of
+        them in the handle ``sets`` from :meth:`shingle_sets`."""
+        ...
+
+    def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
+        """float64 exact Jaccard of the shingle sets of ``da[e]`` and
+        ``db[e]`` (:meth:`shingle_sets` and :meth:`jaccard_sets` in one)."""
+        ...
+
+    def signature_agreement(self, sig, ia, ib):
+        """float64 share of equal values in signatures ``ia[e]`` and
+        ``ib[e]`` (the MinHash estimate of their Jaccard)."""
+        ...
+
+    def components(self, n: int, ea, eb):
+        """int64 connected-component label of each of ``n`` nodes joined by
+        the edges ``(ea[e], eb[e])``, as a host array."""
+        ...
+
+    def to_host(self, x):
+        """``x`` as a NumPy array (returned as is when it already is one)."""
+        ...
+
+
+@runtime_checkable
+class DeviceMemory(Protocol):
+    """The optional memory calls of a backend that holds device memory."""
+
+    def release(self) -> None:
+        """Drop what the backend caches between calls and return its cached
+        device memory."""
+        ...
+
+    def peak_device_bytes(self) -> int:
+        """Most device memory held during the backend's calls, in bytes."""
+        ...
 
 
 class CpuBackend:
-    """NumPy arrays, Numba ``@njit`` kernels, SciPy connected components."""
+    """NumPy arrays, Numba ``@njit`` kernels, SciPy connected components.
+
+    Implements :class:`Backend`.
+    """
 
     name = "cpu"
     xp = np
@@ -59,6 +200,15 @@ class CpuBackend:
             active = np.ones(keys.shape[0], dtype=np.bool_)
         return self._k.bucket_edges(keys, active)
 
+    def segment_bucket_edges(self, keys, docs, seg):
+        """Candidate edges of several key segments: ``kernels.cpu.segment_bucket_edges``
+        (see :meth:`Backend.segment_bucket_edges`)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
+        docs = np.ascontiguousarray(docs, dtype=np.int64).reshape(-1)
+        seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
+        self._k.check_segments(keys, docs, seg)
+        return self._k.segment_bucket_edges(keys, docs, seg)
+
     # -- verification -----------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
         """Sorted unique base hashes of the documents ``docs`` (sorted indices):
@@ -84,14 +234,8 @@ class CpuBackend:
 
     # -- clusters ---------------------------------------------------------
     def components(self, n: int, ea, eb):
-        """Connected-component label of each of ``n`` nodes."""
-        from scipy.sparse import coo_matrix
-        from scipy.sparse.csgraph import connected_components
-        if n == 0:
-            return np.zeros(0, dtype=np.int64)
-        g = coo_matrix((np.ones(ea.size, dtype=np.int8), (ea, eb)), shape=(n, n)).tocsr()
-        _, labels = connected_components(g, directed=True, connection="weak")
-        return labels.astype(np.int64)
+        """Connected-component label of each of ``n`` nodes (SciPy)."""
+        return scipy_components(n, ea, eb)
 
     def to_host(self, x):
         return x
@@ -107,9 +251,22 @@ def gpu_available() -> tuple[bool, str]:
 
 
 def get_backend(device: str = "cpu", gpu_memory=None):
-    """The backend for ``device`` (``cpu``, ``gpu`` or ``auto``) and a one-line
-    description of the choice. ``gpu`` raises :class:`DeviceError` when no GPU
-    is usable."""
+    """The backend for ``device`` and a one-line description of the choice.
+
+    Args:
+        device: ``cpu``, ``gpu`` or ``auto`` (a GPU if usable, else the CPU).
+        gpu_memory: ``--gpu-memory`` (bytes, a size string, or None); checked
+            for every device, so that a mistyped value never passes silently.
+
+    Returns:
+        ``(backend, line)``.
+
+    Raises:
+        DeviceError: ``gpu`` without a usable GPU, or an unknown ``device``.
+        ConfigError: ``gpu_memory`` is not a positive size.
+    """
+    from .backend_gpu import parse_memory
+    parse_memory(gpu_memory)             # ConfigError naming --gpu-memory
     if device == "cpu":
         return CpuBackend(), "device: cpu"
     if device not in ("gpu", "auto"):

@@ -1,6 +1,12 @@
 """GPU backend: CuPy arrays on the device, Numba CUDA kernels, cuDF and cuGraph
 where installed.
 
+Owns :class:`GpuBackend` (an implementation of ``backend.Backend``), the probe
+of the GPU, ``--gpu-memory`` parsing and the array code that groups band keys
+into candidate edges over NumPy or CuPy. It does not import ``backend``: the
+host fallbacks it shares with the CPU backend live in ``stages.components``
+and ``kernels.cpu``.
+
 Every GPU package is imported inside functions only, so importing this module
 costs nothing on a machine without one.
 
@@ -10,7 +16,8 @@ What runs where (``GpuBackend.describe()`` says it for a given machine):
   keys, shingle sets, exact Jaccard and signature agreement: the Numba CUDA
   kernels of ``kernels/cuda.py``, which call the CPU's hash functions;
 * bucket collisions: cuDF ``groupby`` when cuDF imports, else a stable CuPy
-  sort per band;
+  sort per band; key segments (``segment_bucket_edges``): a cuDF sort by
+  (segment, key, document) when cuDF imports, else two stable CuPy sorts;
 * connected components: cuGraph when it imports, else SciPy on the host. The
   engine hands over accepted edges on the host, and SciPy's linear-time
   labelling of a graph that size costs less than copying it to the device
@@ -36,6 +43,7 @@ import numpy as np
 
 from .arrays import unique
 from .errors import DeviceError
+from .stages.components import scipy_components
 
 log = logging.getLogger("gpu_dedup")
 
@@ -54,6 +62,9 @@ VERIFY_SHARE = 0.2
 #: Device bytes per byte of text when building shingle sets (hashes, their
 #: sort and its temporaries).
 SET_BYTES_PER_BYTE = 64
+#: Device bytes per band key when grouping key segments (the keys, positions
+#: and segment indices, two sort orders, the sorted copies and the edges).
+SEGMENT_BYTES_PER_KEY = 160
 
 def parse_memory(spec) -> int | None:
     """Bytes from ``--gpu-memory``: an integer, or a number with a unit
@@ -170,11 +181,26 @@ def rapids_available(module: str) -> bool:
 
 # -- bucket collisions, as array code over NumPy or CuPy ----------------------------
 
-def _band_edges(xp, k, m):
-    """Anchor and chain edges of one band from its keys ``k`` and documents
-    ``m``, sorted by key with documents ascending inside each bucket."""
+def _band_edges(xp, k, m, s=None):
+    """Anchor and chain edges of keys ``k`` and documents ``m`` sorted by
+    (segment, key), documents ascending inside each bucket.
+
+    Args:
+        xp: the array module (NumPy or CuPy).
+        k: uint64 keys, sorted within each segment.
+        m: int64 documents, in the same order.
+        s: segment of each key (sorted), or None when all lie in one segment
+            (one band).
+
+    Returns:
+        uint64 packed edges ``a << 32 | b``, neither sorted nor unique: for a
+        bucket ``m0 < m1 < ...``, ``(m0, mi)`` and those ``(m(i-1), mi)``
+        that are not also anchor edges.
+    """
     start = xp.ones(m.shape[0], dtype=xp.bool_)
     start[1:] = k[1:] != k[:-1]
+    if s is not None:
+        start[1:] |= s[1:] != s[:-1]
     anchor = m[start][xp.cumsum(start) - 1]
     sel = ~start
     prev = xp.empty_like(m)
@@ -220,6 +246,67 @@ def bucket_edges_frame(frames, xp, keys, active):
     return xp.unique(xp.concatenate(out))
 
 
+def _segment_layout(xp, keys, docs, seg):
+    """``(k, d, sid)`` on ``xp``: the keys ``keys[seg[0]:seg[-1]]``, the
+    document position and the segment index of each.
+
+    ``seg`` is a host int64 array; an empty ``docs`` means position
+    ``i - seg[j]``.
+    """
+    lo, hi = int(seg[0]), int(seg[-1])
+    k = xp.ascontiguousarray(xp.asarray(keys, dtype=xp.uint64)[lo:hi])
+    pos = xp.arange(lo, hi, dtype=xp.int64)
+    d_seg = xp.asarray(seg)
+    sid = xp.searchsorted(d_seg[1:], pos, side="right").astype(xp.int64)
+    if docs.shape[0] == 0:
+        d = pos - d_seg[sid]
+    else:
+        d = xp.ascontiguousarray(xp.asarray(docs, dtype=xp.int64)[lo:hi])
+    return k, d, sid
+
+
+def segment_edges_sorted(xp, keys, docs, seg):
+    """Candidate edges of several key segments, packed ``a << 32 | b``, sorted
+    and unique, from a stable sort by (segment, key) in the array module
+    ``xp``: equal to ``kernels.cpu.segment_bucket_edges``.
+
+    Args:
+        xp: NumPy or CuPy.
+        keys: uint64 keys concatenated segment by segment.
+        docs: int64 document position of each key, ascending inside each
+            segment; empty means position ``i - seg[j]``.
+        seg: host int64 segment boundaries (segments + 1 entries).
+
+    Returns:
+        uint64 array of ``xp``.
+    """
+    seg = np.asarray(seg, dtype=np.int64)
+    if seg.shape[0] < 2 or int(seg[-1]) - int(seg[0]) < 2:
+        return xp.zeros(0, dtype=xp.uint64)
+    k, d, sid = _segment_layout(xp, keys, docs, seg)
+    # least significant key first: stable by key, then stable by segment, so
+    # that positions (ascending within a segment) stay in order inside a bucket
+    order = xp.argsort(k, kind="stable")
+    if seg.shape[0] > 2:
+        order = order[xp.argsort(sid[order], kind="stable")]
+    edges = _band_edges(xp, k[order], d[order], sid[order] if seg.shape[0] > 2 else None)
+    return xp.unique(edges)
+
+
+def segment_edges_frame(frames, xp, keys, docs, seg):
+    """As :func:`segment_edges_sorted`, with one DataFrame sort by
+    (segment, key, document): ``frames`` is cuDF on a GPU (pandas runs the
+    same code on the host)."""
+    seg = np.asarray(seg, dtype=np.int64)
+    if seg.shape[0] < 2 or int(seg[-1]) - int(seg[0]) < 2:
+        return xp.zeros(0, dtype=xp.uint64)
+    k, d, sid = _segment_layout(xp, keys, docs, seg)
+    df = frames.DataFrame({"seg": sid, "key": k, "doc": d}).sort_values(["seg", "key", "doc"])
+    return xp.unique(_band_edges(xp, xp.asarray(df["key"].values, dtype=xp.uint64),
+                                 xp.asarray(df["doc"].values, dtype=xp.int64),
+                                 xp.asarray(df["seg"].values, dtype=xp.int64)))
+
+
 # -- the backend -------------------------------------------------------------------
 
 class GpuBackend:
@@ -259,11 +346,12 @@ class GpuBackend:
             self.budget = limit if limit is not None else SIMULATED_BUDGET
             self._pool = None
             self._summary = "Numba CUDA simulator (host arrays)"
-        from .kernels import cuda as kc
+        from .kernels import cpu as kcpu, cuda as kc
         if kc.SIMULATOR != self._simulated:
             raise DeviceError("the GPU backend needs a GPU, or NUMBA_ENABLE_CUDASIM=1 with "
                               "xp=numpy; got one without the other")
         self._k = kc
+        self._k_host = kcpu
         self._text = None
         self._peak = 0
         self._base = self._pool.used_bytes() if self._pool is not None else 0
@@ -355,7 +443,11 @@ class GpuBackend:
         """Device copies of ``offsets`` (rebased to 0) and ``data[lo:hi]``."""
         xp = self.xp
         d_off = xp.asarray(np.ascontiguousarray(offsets, dtype=np.int64) - lo)
-        d_data = xp.asarray(data[lo:hi]) if hi > lo else xp.zeros(1, dtype=xp.uint8)
+        if hi <= lo:
+            return d_off, xp.zeros(1, dtype=xp.uint8)
+        # a device copy; the simulator's arrays are host arrays it may write
+        # back to, so a read-only (memory-mapped) buffer is copied for it
+        d_data = xp.array(data[lo:hi]) if self._simulated else xp.asarray(data[lo:hi])
         return d_off, d_data
 
     def _batches(self, offsets, data, docs):
@@ -489,6 +581,60 @@ class GpuBackend:
                 return bucket_edges_frame(cudf, xp, keys, active)
             return bucket_edges_sorted(xp, keys, active)
 
+    def segment_bucket_edges(self, keys, docs, seg):
+        """Candidate edges of several key segments, packed ``a << 32 | b``,
+        sorted and unique; bit-identical to ``kernels.cpu.segment_bucket_edges``.
+
+        The keys go to the device in groups of whole segments of at most a
+        ``BATCH_SHARE`` of the budget (at least one segment each); each group
+        is sorted by (segment, key) with cuDF when it imports, else CuPy.
+
+        Args:
+            keys: uint64 band keys concatenated segment by segment (host or
+                device).
+            docs: int64 document position of each key, ascending inside each
+                segment; empty means position ``i - seg[j]``.
+            seg: int64 segment boundaries, segments + 1 entries.
+
+        Returns:
+            uint64 edges: on the device when one group held every segment,
+            else on the host.
+
+        Raises:
+            ValueError: the arrays do not describe segments of keys.
+        """
+        xp = self.xp
+        seg = np.ascontiguousarray(self.to_host(seg), dtype=np.int64).reshape(-1)
+        keys = keys.reshape(-1) if hasattr(keys, "reshape") else np.asarray(keys).reshape(-1)
+        docs = docs.reshape(-1) if hasattr(docs, "reshape") else np.asarray(docs).reshape(-1)
+        self._k_host.check_segments(keys, docs, seg)
+        if self._grouping.startswith("cuDF"):
+            import cudf
+
+            def group(k, d, s):
+                return segment_edges_frame(cudf, xp, k, d, s)
+        else:
+            def group(k, d, s):
+                return segment_edges_sorted(xp, k, d, s)
+        with self._tracked():
+            g = seg.shape[0] - 1
+            limit = max(int(BATCH_SHARE * self.budget) // SEGMENT_BYTES_PER_KEY, 1)
+            parts = []
+            j0 = 0
+            while j0 < g:
+                j1 = int(np.searchsorted(seg, seg[j0] + limit, side="right")) - 1
+                j1 = min(max(j1, j0 + 1), g)
+                lo, hi = int(seg[j0]), int(seg[j1])
+                part_docs = docs[lo:hi] if docs.shape[0] else docs
+                edges = group(self._dev(keys[lo:hi]), self._dev(part_docs), seg[j0:j1 + 1] - lo)
+                if j0 == 0 and j1 == g:
+                    return edges
+                parts.append(self.to_host(edges))
+                j0 = j1
+            if not parts:
+                return xp.zeros(0, dtype=xp.uint64)
+            return unique(np.concatenate(parts)).astype(np.uint64, copy=False)
+
     # -- verification ---------------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
         """Sorted unique base hashes of the documents ``docs`` (sorted indices):
@@ -588,9 +734,9 @@ class GpuBackend:
 
     # -- clusters ------------------------------------------------------------
     def components(self, n: int, ea, eb):
-        """Connected-component label of each of ``n`` nodes (labels differ
-        from the CPU's; the engine relabels clusters by their smallest member)."""
-        from .backend import CpuBackend
+        """Connected-component label of each of ``n`` nodes, on the host
+        (labels differ from the CPU's; the engine relabels clusters by their
+        smallest member): cuGraph when it imports, else SciPy."""
         ea = np.asarray(self.to_host(ea), dtype=np.int64)
         eb = np.asarray(self.to_host(eb), dtype=np.int64)
         if self._components.startswith("cuGraph") and ea.size:
@@ -599,7 +745,7 @@ class GpuBackend:
                     return _cugraph_components(n, ea, eb)
             except Exception as exc:  # keep the run going on the exact host path
                 log.warning("cuGraph components failed (%s); using SciPy", _one_line(exc))
-        return CpuBackend.components(self, n, ea, eb)
+        return scipy_components(n, ea, eb)
 
 
 def _gather_text(offsets, data, docs):

@@ -1,7 +1,9 @@
 """The ``gpu-dedup`` command line: a thin layer over the library.
 
-Library errors become one line on stderr and exit status 2 here, and only
-here; ``--debug`` shows the traceback instead.
+Owns the commands and their options, the warnings about options that another
+option overrides, and the mapping of library errors to exit statuses: a
+library error becomes one line on stderr and exit status 2 here, and only
+here; ``--debug`` prints the traceback before that line, with the same status.
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import logging
 import os
 import sys
 import tempfile
+import traceback
 
 import click
 from click.core import ParameterSource
@@ -21,12 +24,14 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 class _Group(click.Group):
+    """The top-level group: turns a :class:`DedupError` into exit status 2."""
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
         except DedupError as exc:
             if ctx.params.get("debug") or os.environ.get("GPU_DEDUP_DEBUG"):
-                raise
+                click.echo(traceback.format_exc(), err=True, nl=False)
             click.echo(f"error: {exc}", err=True)
             ctx.exit(2)
 
@@ -77,7 +82,9 @@ def _config_options(f):
                      help="LSH bands B (with --rows; default: chosen from --threshold)."),
         click.option("--rows", type=int, default=None, help="Rows per band R (B*R <= K)."),
         click.option("--threshold", type=float, default=0.8, show_default=True,
-                     help="Similarity at which two documents are duplicates."),
+                     help="Similarity at which two documents are duplicates: verified "
+                          "candidate edges are accepted from it up, and it chooses the LSH "
+                          "split unless --bands/--rows or the --config preset fix one."),
         click.option("--seed", type=int, default=42, show_default=True,
                      help="Seed of the hash functions."),
         click.option("--signature-bits", type=click.Choice(["32", "64"]), default="32",
@@ -103,9 +110,10 @@ def _given(ctx: click.Context, name: str) -> bool:
     return src not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
 
 
-def _resolve_config(ctx: click.Context, kw: dict):
+def _resolve_config(ctx: click.Context, kw: dict, warn: bool = True):
     """The preset named by --config (or the built-in defaults) with the
-    options the user actually gave applied on top."""
+    options the user actually gave applied on top; with ``warn``, says on
+    stderr when ``--threshold`` meets a fixed LSH split."""
     from .presets import resolve
     spec = kw.get("config_spec")
     values, overrides = {}, {}
@@ -117,18 +125,50 @@ def _resolve_config(ctx: click.Context, kw: dict):
                 overrides[fld] = values[fld]
     if not spec:
         # no preset: the options' own defaults are the base
-        return resolve(None, overrides, base=values)
-    return resolve(spec, overrides)
+        res = resolve(None, overrides, base=values)
+    else:
+        res = resolve(spec, overrides)
+    warning = threshold_warning(res) if warn else None
+    if warning:
+        click.echo(warning, err=True)
+    return res
 
 
-def _make_config(kw):
-    """Config from options alone (no preset), for callers outside click."""
-    from .config import Config
-    return Config(shingle=kw["shingle"], ngram=kw["ngram"], normalize=kw["normalize"],
-                  num_perm=kw["num_perm"], bands=kw["bands"], rows=kw["rows"],
-                  threshold=kw["threshold"], seed=kw["seed"],
-                  signature_bits=int(kw["signature_bits"]), similarity=kw["similarity"],
-                  verify=kw["verify"], exact=kw["exact"], keep=kw["keep"])
+def threshold_warning(res) -> str | None:
+    """One line saying what ``--threshold`` still decides when the LSH split
+    is fixed by ``--bands/--rows`` or by the preset, or None.
+
+    Args:
+        res: a :class:`gpu_dedup.presets.Resolved` configuration.
+
+    Returns:
+        The warning, or None when ``--threshold`` was not given or the split
+        is chosen from it.
+    """
+    c = res.config
+    if "threshold" not in res.overrides or c.bands is None:
+        return None
+    if "bands" in res.overrides or "rows" in res.overrides:
+        where = "given on the command line"
+    else:
+        where = f"from --config {res.preset}"
+    t = f"{float(c.threshold):g}"
+    if c.verify:
+        score = "Jaccard" if c.similarity == "jaccard" else "signature estimate"
+        rest = (f"the threshold still decides which candidate edges are accepted "
+                f"(verified {score} >= {t})")
+    else:
+        rest = "with --no-verify every candidate is accepted, so the threshold has no effect"
+    return (f"warning: --threshold {t} does not choose the LSH split: --bands {c.bands} "
+            f"--rows {c.rows} ({where}) fix it; {rest}")
+
+
+def _check_gpu_memory(ctx, param, value):
+    """Reject a bad ``--gpu-memory`` at once, whatever the device (the value
+    passes on unchanged)."""
+    from .backend_gpu import parse_memory
+    parse_memory(value)          # ConfigError naming --gpu-memory: one line, exit 2
+    return value
 
 
 def _quiet_logs():
@@ -151,7 +191,7 @@ def _quiet_logs():
                    "report.json.")
 @click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
               show_default=True, help="Where to run: cpu, gpu, or auto (a GPU if usable).")
-@click.option("--gpu-memory", default=None,
+@click.option("--gpu-memory", default=None, callback=_check_gpu_memory,
               help="Device memory the GPU backend may use, e.g. 8GiB (default: a safe "
                    "share of the free memory).")
 @click.option("--memory-limit", default=None, metavar="SIZE",
@@ -189,7 +229,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
     shard, in the input's format)."""
     from . import progress
     from .pipeline import run as run_pipeline, summary_line
-    res = _resolve_config(ctx, kw)
+    res = _resolve_config(ctx, kw, warn=not quiet)
     if quiet:
         _quiet_logs()
     prog = progress.StageProgress() if progress.wanted(quiet) else None

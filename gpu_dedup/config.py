@@ -43,7 +43,11 @@ class Config:
             (``nfkc``, ``lower``, ``punct``, ``ws``, ``digits``); empty for none.
         num_perm: number of hash functions ``K``.
         bands, rows: LSH split; chosen from ``threshold`` when both are None.
-        threshold: similarity at which two documents are duplicates.
+        threshold: similarity at which two documents are duplicates: a
+            verified candidate edge is accepted when its score (see
+            ``similarity``) is at least this; with ``verify`` off it has no
+            effect on the result. It also chooses ``bands`` and ``rows`` when
+            both are None, and only then.
         seed: seed of the hash functions.
         signature_bits: 32 or 64.
         similarity: ``"jaccard"`` (exact Jaccard of the shingle sets) or

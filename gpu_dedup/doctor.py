@@ -6,8 +6,9 @@ each stage, then runs the GPU backend and the CPU backend on a generated
 corpus with planted near-duplicates (character and word shingles, 32- and
 64-bit signatures) and compares every output bit for bit: shingle presence,
 fingerprints, code point counts, signatures, shingle counts, band keys,
-bucket edges, shingle sets, Jaccard values, signature agreement, and the
-clusters, kept flags and pairs of whole runs. The last line is the verdict.
+bucket edges (of key matrices and of key segments), shingle sets, Jaccard
+values, signature agreement, and the clusters, kept flags and pairs of whole
+runs. The last line is the verdict.
 
 Under ``NUMBA_ENABLE_CUDASIM=1`` the CUDA kernels run in Numba's simulator,
 on host arrays, over a smaller corpus; the backend's array code then runs
@@ -181,6 +182,27 @@ def compare_kernels(gpu, cpu, offsets, data, shingle: str, n: int, num_perm: int
               cpu.signature_agreement(cs, ia, ib))
 
 
+def compare_segment_edges(gpu, cpu, cmp: Comparison, seed: int = 0, keys_per_segment: int = 2000,
+                          segments: int = 6) -> None:
+    """Bucket edges of key segments (bands, or key partitions of bands), with
+    implicit and with explicit document positions, on both backends."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, keys_per_segment, size=segments)
+    sizes[segments // 2] = 0                           # an empty segment
+    seg = np.zeros(segments + 1, dtype=np.int64)
+    np.cumsum(sizes, out=seg[1:])
+    total = int(seg[-1])
+    buckets = max(total // 16, 1)
+    keys = rng.integers(0, buckets, size=total).astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    docs = np.concatenate([np.sort(rng.choice(4 * keys_per_segment, size=int(z), replace=False))
+                           for z in sizes]).astype(np.int64)
+    for label, d in (("positions", np.zeros(0, dtype=np.int64)), ("documents", docs)):
+        want = cpu.segment_bucket_edges(keys, d, seg)
+        cmp.check(f"segment bucket edges ({label})",
+                  gpu.to_host(gpu.segment_bucket_edges(keys, d, seg)), want,
+                  f"{segments} segments, {total:,} keys, {want.size:,} edges")
+
+
 def compare_runs(gpu, cpu, texts, cfg, cmp: Comparison, label: str,
                  expect: str | None = None) -> None:
     """Whole runs of the engine with both backends: every result array, and
@@ -283,6 +305,7 @@ def main(echo, n_docs: int | None = None) -> int:
         for bits in (32, 64):
             compare_kernels(gpu, cpu, offsets, data, shingle, n, K, bits, bands=K // 4 if
                             simulated else 16, rows=4 if simulated else 8, seed=42, cmp=cmp)
+    compare_segment_edges(gpu, cpu, cmp, keys_per_segment=300 if simulated else 200_000)
     for shingle, n, bits, sim in (("char", 5, 32, "jaccard"), ("word", 3, 64, "jaccard"),
                                   ("char", 4, 64, "signature")):
         cfg = Config(shingle=shingle, ngram=n, num_perm=K, signature_bits=bits, similarity=sim,

@@ -31,10 +31,27 @@ def versions() -> dict:
 MAX_LISTED_BAD_RECORDS = 10_000
 
 
-def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, outputs: dict,
-                 on_bad_record: str = "error") -> dict:
-    s = result.stats
-    skipped = corpus.skipped if hasattr(corpus, "skipped") else []
+def build_report(runner, seconds: dict, device: str, outputs: dict, *,
+                 on_bad_record: str = "error", memory: dict | None = None,
+                 scheduler: dict | None = None, work: dict | None = None) -> dict:
+    """report.json of a finished run, the same keys whichever store, executor
+    or device ran it.
+
+    Args:
+        runner: the :class:`gpu_dedup.engine.runner.Runner` that ran.
+        seconds: seconds per stage (and ``total``).
+        device: what ran the kernels, in words.
+        outputs: the output files by role.
+        on_bad_record: the bad-record policy.
+        memory: the budget and the peak resident memory per stage.
+        scheduler: the executor's description.
+        work: the store and the work directory, and what was reused.
+    """
+    from .engine.result import scurve_summary
+    s = runner.stats()
+    cfg = runner.cfg
+    shards = runner.shards()
+    skipped = [x for sh in shards for x in sh["skipped"]]
     return {
         "documents": {
             "in": s["documents"],
@@ -43,7 +60,7 @@ def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, 
             "exact_removed": s["exact_removed"],
             "fuzzy_removed": s["fuzzy_removed"],
             "without_shingles": s["documents_without_shingles"],
-            "invalid_utf8_replaced": corpus.invalid_utf8,
+            "invalid_utf8_replaced": sum(sh["invalid_utf8"] for sh in shards),
         },
         "clusters": {"total": s["clusters"], "with_duplicates": s["duplicate_clusters"]},
         "edges": {
@@ -60,12 +77,15 @@ def build_report(result, corpus, cfg, scurve: dict, seconds: dict, device: str, 
             "records": skipped[:MAX_LISTED_BAD_RECORDS],
             "listed_all": len(skipped) <= MAX_LISTED_BAD_RECORDS,
         },
-        "parameters": {**cfg.to_dict(), "name": cfg.name, "s_curve": scurve},
+        "parameters": {**cfg.to_dict(), "name": cfg.name, "s_curve": scurve_summary(cfg)},
         "device": device,
         "seconds": seconds,
-        "inputs": [{"path": sh.path, "format": sh.fmt, "compression": sh.compression,
-                    "documents": len(sh), "skipped": len(getattr(sh, "skipped", [])),
-                    "output": "data/" + sh.out_name} for sh in corpus.shards],
+        "inputs": [{"path": sh["path"], "format": sh["format"],
+                    "compression": sh["compression"], "documents": sh["documents"],
+                    "skipped": len(sh["skipped"]), "output": sh["output"]} for sh in shards],
         "outputs": outputs,
+        "memory": memory or {},
+        "scheduler": scheduler or {},
+        "work": work or {},
         "versions": versions(),
     }

@@ -264,6 +264,32 @@ def segment_bucket_edges(keys, docs, seg):
     return np.unique(packed)
 
 
+def check_segments(keys, docs, seg) -> None:
+    """Check the arguments of :func:`segment_bucket_edges` (host arrays),
+    which the compiled kernel reads without bounds checks.
+
+    Raises:
+        ValueError: ``seg`` is empty, negative or decreasing, or ends past
+            the keys; ``docs`` is neither empty nor one position per key; a
+            document position does not fit in the 32 bits of a packed edge.
+    """
+    if seg.ndim != 1 or seg.shape[0] < 1:
+        raise ValueError("seg needs the segment boundaries: segments + 1 entries")
+    if seg.shape[0] > 1 and (int(seg[0]) < 0 or bool(np.any(seg[1:] < seg[:-1]))):
+        raise ValueError("seg must be non-negative and non-decreasing")
+    if int(seg[-1]) > keys.shape[0]:
+        raise ValueError(f"seg ends at {int(seg[-1])}, past the {keys.shape[0]} keys")
+    if docs.shape[0] not in (0, keys.shape[0]):
+        raise ValueError(f"docs holds {docs.shape[0]} positions for {keys.shape[0]} keys; "
+                         f"give one per key, or none")
+    if docs.shape[0]:
+        if int(docs.min()) < 0 or int(docs.max()) > 0xFFFFFFFF:
+            raise ValueError("document positions must lie in [0, 2**32) to pack into edges")
+    elif seg.shape[0] > 1 and int((seg[1:] - seg[:-1]).max()) > 1 << 32:
+        raise ValueError("a segment holds more than 2**32 keys: positions do not pack into "
+                         "edges")
+
+
 def bucket_edges(keys, active):
     """Candidate edges of every band of ``keys`` (N x B) over the active rows
     (see :func:`segment_bucket_edges`), packed ``a << 32 | b``."""

@@ -1,9 +1,14 @@
-"""JSON Lines shards (plain, ``.gz``, ``.zst``).
+"""JSON Lines shards (plain, gzip, zstd).
 
 A record is one line holding a JSON object (RFC 8259; ``NaN``, ``Infinity``
 and ``-Infinity`` are read as numbers, as Python's :mod:`json` reads them).
 Blank lines are skipped; line numbers count every line from 1. A UTF-8
-byte-order mark at the start of a file is ignored.
+byte-order mark at the start of a file is ignored by the readers.
+
+Compression (:func:`compression_of`) comes from a ``.gz``/``.zst``/``.zstd``
+suffix; a file without one is recognised by its magic bytes (gzip ``1f 8b``,
+zstd ``28 b5 2f fd``), so gzip data in a file named ``.jsonl`` reads as gzip.
+A suffix is trusted: a ``.gz`` file that is not gzip is a corrupt-data error.
 
 Reading streams the decompressed file in newline-aligned blocks
 (:func:`iter_blocks`). Each block is parsed by Arrow's JSON reader, asking only
@@ -15,9 +20,14 @@ number literal Arrow accepts but JSON does not (``Inf``), ids of another
 type... That parser names the first bad line or, with ``on_bad_record="skip"``,
 skips bad records and lists them. Clean input never runs Python per record.
 
-Writing copies the kept records' lines, byte for byte (after the same UTF-8
-repair), in input order, into a file of the same compression
-(:func:`write_kept_lines`).
+Writing copies the kept records' lines exactly as they are in the input
+(invalid UTF-8, carriage returns and a leading byte-order mark, which belongs
+to line 1, included), each followed by a newline, in input order, into a file
+of the compression the input actually has (:func:`write_kept_lines`). The
+U+FFFD repair applies only to what is read.
+
+Every function taking a path also takes ``-``, standard input (see
+:mod:`gpu_dedup.io.stdin`); messages name it ``<stdin>``.
 """
 from __future__ import annotations
 
@@ -32,11 +42,13 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ..errors import InputError
+from .stdin import display_name, resolve
 
 #: Decompressed bytes per block. Larger blocks parse a little faster;
 #: smaller ones bound the memory used on top of the texts.
 BLOCK_BYTES = 32 << 20
-_BOM = b"\xef\xbb\xbf"
+#: The UTF-8 byte-order mark.
+BOM = b"\xef\xbb\xbf"
 _OPEN = 123     # {
 _CLOSE = 125    # }
 _CR = 13
@@ -46,14 +58,32 @@ _NL = 10
 _NAN_INF_WORDS = (b"Inf", b"NaN")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 ON_BAD_RECORD = ("error", "skip")
+_GZIP_MAGIC = b"\x1f\x8b"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
 def compression_of(path: str) -> str | None:
-    """``"gzip"``, ``"zstd"`` or None, from the file name."""
-    p = path.lower()
+    """``"gzip"``, ``"zstd"`` or None: from a ``.gz``/``.zst``/``.zstd``
+    suffix, else from the file's first bytes (None when it cannot be read)."""
+    p = str(path).lower()
     if p.endswith(".gz"):
         return "gzip"
     if p.endswith(".zst") or p.endswith(".zstd"):
+        return "zstd"
+    return sniff_compression(resolve(path))
+
+
+def sniff_compression(path: str) -> str | None:
+    """``"gzip"`` or ``"zstd"`` when the file starts with that format's magic
+    bytes, else None (also for a file that cannot be read)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+    except OSError:
+        return None
+    if head.startswith(_GZIP_MAGIC):
+        return "gzip"
+    if head.startswith(_ZSTD_MAGIC):
         return "zstd"
     return None
 
@@ -63,47 +93,50 @@ def compression_of(path: str) -> str | None:
 # ---------------------------------------------------------------------------
 
 def _open_stream(path: str, comp: str | None):
+    name = display_name(path)
     try:
         if comp is not None and os.path.getsize(path) == 0:
-            raise InputError(f"{path}: empty file, not valid {comp} data; remove it or "
+            raise InputError(f"{name}: empty file, not valid {comp} data; remove it or "
                              f"replace it with an intact copy")
         return pa.input_stream(path, compression=comp)
     except InputError:
         raise
     except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
+        raise InputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
 
 
-def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES):
+def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = False):
     """Yield the decompressed content of ``path`` in blocks that end at a
     newline (the last one may not), at least ``block_bytes`` long except the
-    last. A leading byte-order mark is dropped. Raises :class:`InputError`
-    for an unreadable or corrupt file."""
+    last. A leading byte-order mark is dropped unless ``keep_bom``. Raises
+    :class:`InputError` for an unreadable or corrupt file."""
+    path = resolve(path)
     comp = compression_of(path)
     stream = _open_stream(path, comp)
     carry = b""
-    first = True
+    first = not keep_bom
     try:
         while True:
             try:
                 chunk = stream.read(block_bytes)
             except (OSError, pa.ArrowException) as exc:
                 what = f"{comp} data" if comp else "file"
-                raise InputError(f"{path}: corrupt or unreadable {what} ({exc}); "
+                raise InputError(f"{display_name(path)}: corrupt or unreadable {what} "
+                                 f"({_one_line(exc)}); "
                                  f"remove it or replace it with an intact copy") from exc
             if not chunk:
-                if first and carry.startswith(_BOM):
-                    carry = carry[len(_BOM):]
+                if first and carry.startswith(BOM):
+                    carry = carry[len(BOM):]
                 if carry:
                     yield carry
                 return
             if first:
                 buf = carry + chunk if carry else chunk
-                if len(buf) < len(_BOM) and _BOM.startswith(buf):
+                if len(buf) < len(BOM) and BOM.startswith(buf):
                     carry = buf
                     continue
                 first = False
-                chunk = buf[len(_BOM):] if buf.startswith(_BOM) else buf
+                chunk = buf[len(BOM):] if buf.startswith(BOM) else buf
                 carry = b""
             cut = chunk.rfind(b"\n")
             if cut < 0:
@@ -120,6 +153,11 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES):
             yield block
     finally:
         stream.close()
+
+
+def _one_line(exc) -> str:
+    """An exception's whole message on one line."""
+    return " ".join(str(exc).split())
 
 
 def repair_utf8(block: bytes) -> tuple[bytes, list[int]]:
@@ -195,7 +233,7 @@ def _arrow_one(line: bytes, text_field: str, id_field: str | None) -> dict:
                          read_options=pj.ReadOptions(block_size=max(len(line) + 2, 1 << 16)),
                          parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise BadRecord(f"malformed JSON ({str(exc).split(':', 1)[-1].strip()})") from None
+        raise BadRecord(f"malformed JSON ({_one_line(exc)})") from None
     if t.num_rows != 1:
         raise BadRecord("malformed JSON (more than one value on the line)")
     row = {}
@@ -220,7 +258,7 @@ def parse_record(line: bytes, text_field: str, id_field: str | None):
             raise BadRecord("malformed JSON (nested too deeply)") from None
         rec = _arrow_one(stripped, text_field, id_field)
     except ValueError as exc:
-        raise BadRecord(f"malformed JSON ({str(exc).split(':')[0]})") from None
+        raise BadRecord(_malformed(line, exc)) from None
     if not isinstance(rec, dict):
         raise BadRecord(f"expected a JSON object, got {_kind(rec)}")
     if text_field not in rec:
@@ -244,6 +282,26 @@ def parse_record(line: bytes, text_field: str, id_field: str | None):
             else:
                 v = str(v)
     return t, v, replaced
+
+
+#: Characters of the record quoted on either side of a JSON error.
+_QUOTE_CHARS = 40
+
+
+def _malformed(line: bytes, exc: ValueError) -> str:
+    """``malformed JSON (<the decoder's whole message>) near '<excerpt>'``:
+    the message keeps the line and column; only the quoted record text is
+    abbreviated, to ``_QUOTE_CHARS`` characters either side of the error."""
+    msg = f"malformed JSON ({_one_line(exc)})"
+    pos = getattr(exc, "pos", None)
+    text = getattr(exc, "doc", None)
+    if pos is None or not isinstance(text, str) or not text:
+        return msg
+    pos = min(max(int(pos), 0), len(text))
+    a = max(pos - _QUOTE_CHARS, 0)
+    b = min(pos + _QUOTE_CHARS, len(text))
+    excerpt = ("..." if a else "") + text[a:b] + ("..." if b < len(text) else "")
+    return f"{msg} near {excerpt!r}"
 
 
 def _kind(v) -> str:
@@ -279,7 +337,7 @@ class ShardReadState:
         if self.on_bad_record == "skip":
             self.skipped.append((line, reason))
             return
-        raise InputError(f"{self.path}:{line}: {reason}")
+        raise InputError(f"{display_name(self.path)}:{line}: {reason}")
 
 
 def _arrow_block(block: bytes, st: ShardReadState, n_records: int, max_line: int):
@@ -483,8 +541,9 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
         elif nulls:
             missing = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))
             if on_bad_record != "skip":
-                raise InputError(f"{path}:{int(lines[missing[0]])}: missing id field "
-                                 f"{id_field!r} (other records of this file have one)")
+                where = f"{display_name(path)}:{int(lines[missing[0]])}"
+                raise InputError(f"{where}: missing id field {id_field!r} "
+                                 f"(other records of this file have one)")
             for m in missing.tolist():
                 st.skipped.append((int(lines[m]), f"missing id field {id_field!r} "
                                                   f"(other records of this file have one)"))
@@ -538,16 +597,16 @@ class _Sink:
 
 
 def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
-    """For each block of ``src`` holding kept lines: the block and the byte
+    """For each block of ``src`` holding kept lines: the block, as it is in
+    the input (byte-order mark and invalid UTF-8 included), and the byte
     bounds of its runs of consecutive kept lines (start of the first line,
-    end of the last, before its newline)."""
+    end of the last, before its newline). Line numbers are those the readers
+    give: neither the mark nor the UTF-8 repair adds or moves a newline."""
     base = 0
     j = 0
-    for block in iter_blocks(src, block_bytes):
+    for block in iter_blocks(src, block_bytes, keep_bom=True):
         if j >= kept_lines.size:
             break
-        if not _is_utf8(block):
-            block, _ = repair_utf8(block)
         starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
         n = starts.size
         k = int(np.searchsorted(kept_lines, base + n, side="right"))
@@ -566,10 +625,10 @@ def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
 def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
                      block_bytes: int = BLOCK_BYTES) -> int:
     """Copy the lines numbered ``kept_lines`` (1-based, ascending) of ``src``
-    to ``dst``, each followed by a newline, in ``src``'s compression, one
-    block of at most about ``block_bytes`` at a time (zstd reads ``src``
-    twice: its frame header records the size first). Returns the number of
-    lines written."""
+    to ``dst``, each exactly as in ``src`` and followed by a newline, in the
+    compression ``src`` has, one block of at most about ``block_bytes`` at a
+    time (zstd reads ``src`` twice: its frame header records the size
+    first). Returns the number of lines written."""
     kept_lines = np.asarray(kept_lines, dtype=np.int64)
     comp = compression_of(src)
     size = None
@@ -590,72 +649,3 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
     finally:
         sink.close()
     return written
-
-
-# ---------------------------------------------------------------------------
-# whole-buffer helpers (used by the out-of-core runner)
-# ---------------------------------------------------------------------------
-
-def _replace_invalid_utf8(raw: bytes) -> tuple[bytes, int]:
-    """Replace invalid UTF-8 with U+FFFD; count the lines that had any."""
-    block, bad = repair_utf8(raw)
-    return block, len(bad)
-
-
-def line_spans(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(starts, ends, line_numbers)`` of the non-blank lines (1-based numbers)."""
-    buf = np.frombuffer(raw, dtype=np.uint8)
-    starts, ends = _line_bounds(buf)
-    if starts.size == 0:
-        z = np.zeros(0, dtype=np.int64)
-        return z, z.copy(), z.copy()
-    first = buf[np.minimum(starts, max(buf.size - 1, 0))]
-    last = buf[np.maximum(ends - 1, 0)]
-    ws = lambda c: (c == 32) | (c == 9) | (c == 13)  # noqa: E731
-    nonblank = (ends > starts) & ~(ws(first) & ws(last))
-    for i in np.flatnonzero((ends > starts) & ws(first) & ws(last)).tolist():
-        nonblank[i] = bool(raw[starts[i]:ends[i]].strip(b" \t\r"))
-    idx = np.flatnonzero(nonblank)
-    return starts[idx], ends[idx], idx.astype(np.int64) + 1
-
-
-def _fast_column(raw: bytes, field: str, types) -> pa.Array | None:
-    """Parse one field of every record with Arrow, or None if Arrow refuses."""
-    stripped = raw.lstrip(b" \t\r\n")
-    if stripped and not stripped.startswith(b"{"):
-        return None                   # Arrow's reader must never see a non-object first
-    for typ in types:
-        try:
-            t = pj.read_json(pa.py_buffer(raw),
-                             read_options=pj.ReadOptions(block_size=16 << 20, use_threads=True),
-                             parse_options=pj.ParseOptions(
-                                 explicit_schema=pa.schema([(field, typ)]),
-                                 unexpected_field_behavior="ignore"))
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError):
-            continue
-        return t.column(field).combine_chunks()
-    return None
-
-
-def _slow_parse(path: str, raw: bytes, starts, ends, lines, text_field: str, id_field: str | None):
-    """Line by line: the texts and ids, or an InputError naming the first bad line."""
-    texts = []
-    ids = []
-    any_id = False
-    for s, e, ln in zip(starts.tolist(), ends.tolist(), lines.tolist()):
-        try:
-            t, v, _ = parse_record(raw[s:e], text_field, id_field)
-        except BadRecord as exc:
-            raise InputError(f"{path}:{ln}: {exc}") from None
-        texts.append(t)
-        if id_field is not None:
-            any_id = any_id or v is not None
-            ids.append(v)
-    id_arr = None
-    if any_id:
-        for ln, v in zip(lines.tolist(), ids):
-            if v is None:
-                raise InputError(f"{path}:{ln}: missing id field {id_field!r} "
-                                 f"(other records of this file have one)")
-        id_arr = pa.array(ids, type=pa.large_string())
-    return pa.array(texts, type=pa.large_string()), id_arr

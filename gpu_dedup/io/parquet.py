@@ -1,9 +1,15 @@
 """Parquet shards.
 
-Reading streams record batches of just the text and id columns. Writing goes
-row group by row group: each input row group gives one output row group of
-its kept rows, with every column, the schema (and its metadata, such as a
-Hugging Face export's) and the compression of the input.
+Reading streams record batches of just the text and id columns. A text column
+is a string column: ``string``, ``large_string``, ``string_view`` or
+dictionary-encoded strings, cast to ``large_string`` as it is read; an id
+column is one of those or integers. A column of another type is refused
+before any row is read, with one line naming the file and the column.
+
+Writing goes row group by row group: each input row group gives one output
+row group of its kept rows, with every column (``string_view`` ones
+included), the schema (and its metadata, such as a Hugging Face export's) and
+the compression of the input.
 """
 from __future__ import annotations
 
@@ -35,9 +41,68 @@ def compression_of_file(pf: pq.ParquetFile) -> str | None:
     return comp
 
 
+def _never(_t: pa.DataType) -> bool:
+    return False
+
+
+# view types exist from pyarrow 16 on
+_is_string_view = getattr(pa.types, "is_string_view", _never)
+_is_binary_view = getattr(pa.types, "is_binary_view", _never)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or _is_string_view(t)
+
+
 def _is_text_type(t: pa.DataType) -> bool:
-    return (pa.types.is_string(t) or pa.types.is_large_string(t)
-            or getattr(pa.types, "is_string_view", lambda _t: False)(t))
+    """A type read as text: a string type, or dictionary-encoded strings."""
+    if pa.types.is_dictionary(t):
+        return _is_string(t.value_type)
+    return _is_string(t)
+
+
+def _is_id_type(t: pa.DataType) -> bool:
+    """A type read as ids: text, integers, or either dictionary-encoded."""
+    if pa.types.is_dictionary(t):
+        return _is_id_type(t.value_type)
+    return _is_string(t) or pa.types.is_integer(t)
+
+
+def _without_views(t: pa.DataType) -> pa.DataType:
+    """``t`` with every string/binary view type (nested ones too) replaced by
+    its ``large_`` counterpart, which every compute kernel takes."""
+    if _is_string_view(t):
+        return pa.large_string()
+    if _is_binary_view(t):
+        return pa.large_binary()
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_without_views(t.field(i).type))
+                          for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(_without_views(t.value_type)))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(_without_views(t.value_type)), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_without_views(t.value_type)))
+    return t
+
+
+def _filter_rows(table: pa.Table, mask: pa.Array) -> pa.Table:
+    """``table.filter(mask)``, also for column types the filter kernel lacks
+    (``string_view``): those columns are filtered as their ``large_``
+    counterpart and cast back."""
+    try:
+        return table.filter(mask)
+    except pa.ArrowNotImplementedError:
+        pass
+    cols = []
+    for col in table.columns:
+        plain = _without_views(col.type)
+        if plain == col.type:
+            cols.append(col.filter(mask))
+        else:
+            cols.append(col.cast(plain).filter(mask).cast(col.type))
+    return pa.Table.from_arrays(cols, schema=table.schema)
 
 
 @dataclass
@@ -70,8 +135,13 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
                          f"(columns: {', '.join(names)}); choose one with --text-field")
     ttype = schema.field(text_field).type
     if not _is_text_type(ttype):
-        raise InputError(f"{path}: field {text_field!r} is not a string column ({ttype})")
+        raise InputError(f"{path}: field {text_field!r} is not a string column ({ttype}); "
+                         f"choose the text column with --text-field")
     use_id = id_field is not None and id_field in names
+    if use_id and not _is_id_type(schema.field(id_field).type):
+        raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
+                         f"({schema.field(id_field).type}; ids must be strings or integers); "
+                         f"pass --id-field none to generate ids")
     cols = [text_field] + ([id_field] if use_id and id_field != text_field else [])
     texts, ids, rows, skipped = [], [], [], []
     base = row_base
@@ -148,7 +218,7 @@ def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
                 mask = np.zeros(n, dtype=bool)
                 mask[kept_rows[lo:hi] - base - 1] = True
                 t = pf.read_row_group(g)
-                w.write_table(t.filter(pa.array(mask)))
+                w.write_table(_filter_rows(t, pa.array(mask)))
                 written += hi - lo
             base += n
     return written

@@ -9,6 +9,14 @@ Inputs are files, directories and glob patterns:
 * ``.txt``: one document per file. A directory holding ``.txt`` files and no
   JSONL or Parquet file is one shard whose ids are the relative paths; ``.txt``
   files named directly are grouped by directory the same way.
+* ``-``: JSON Lines (plain, gzip or zstd) read from standard input, spooled
+  to a temporary file (:mod:`gpu_dedup.io.stdin`); messages and generated
+  ids name it ``<stdin>``, its data/ output is ``stdin.jsonl`` (``.gz`` or
+  ``.zst`` appended when the stream is compressed).
+
+A JSONL file's compression is the one it actually has
+(:func:`gpu_dedup.io.jsonl.compression_of`: the suffix, else its magic
+bytes), and its data/ output has the same.
 
 Every input record ends up in one :class:`Shard`, which also writes its kept
 records back in its own format.
@@ -26,6 +34,8 @@ import pyarrow.compute as pc
 from ..errors import InputError
 from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
 from .parquet import read_parquet_shard, write_kept_rows
+from .stdin import STDIN, display_name, is_stdin, resolve
+from .stdin import output_name as stdin_output_name
 from .txt import TXT_SUFFIXES, list_txt, read_txt_files, write_kept_files
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -37,7 +47,10 @@ _KNOWN = ".jsonl, .jsonl.gz, .jsonl.zst, .parquet or .txt"
 
 def format_of(path: str) -> str | None:
     """``"jsonl"``, ``"parquet"`` or ``"txt"`` from the name (a directory of
-    text files is ``"txt"``), None if unknown."""
+    text files is ``"txt"``; ``-``, standard input, is ``"jsonl"``), None if
+    unknown."""
+    if str(path) == STDIN:
+        return "jsonl"
     p = path.lower()
     for c in COMPRESSED:
         if c and p.endswith(c):
@@ -71,13 +84,16 @@ def expand_inputs(inputs) -> list[str]:
     """Files named, globs expanded and directories walked (sorted), each once.
 
     A directory with JSONL or Parquet files gives those files; one without
-    them but with ``.txt`` files is returned as itself, a text corpus.
+    them but with ``.txt`` files is returned as itself, a text corpus. ``-``
+    spools standard input and gives the spool file's path.
     """
     out: list[str] = []
     seen = set()
     for spec in inputs:
         spec = str(spec)
-        if any(ch in spec for ch in "*?[") and not os.path.exists(spec):
+        if spec == STDIN:
+            matches = [resolve(spec)]
+        elif any(ch in spec for ch in "*?[") and not os.path.exists(spec):
             matches = sorted(glob.glob(spec, recursive=True))
             if not matches:
                 raise InputError(f"{spec}: no file matches this pattern")
@@ -136,7 +152,7 @@ class Shard:
     def location(self, loc: int) -> str:
         """``FILE:LINE``, ``FILE: row N`` or the text file, for messages."""
         if self.fmt == "jsonl":
-            return f"{self.path}:{int(loc)}"
+            return f"{display_name(self.path)}:{int(loc)}"
         if self.fmt == "parquet":
             return f"{self.path}: row {int(loc)}"
         return os.path.join(self.path, self.files[int(loc) - 1])
@@ -147,7 +163,8 @@ class Shard:
             return pa.array([os.path.join(self.path, f) for f in self.files],
                             type=pa.large_string())
         nums = pa.array(self.locations, type=pa.int64()).cast(pa.large_string())
-        return pc.binary_join_element_wise(pa.scalar(f"{self.path}:", pa.large_string()), nums,
+        return pc.binary_join_element_wise(pa.scalar(f"{display_name(self.path)}:",
+                                                     pa.large_string()), nums,
                                            pa.scalar("", pa.large_string()))
 
     def write_kept(self, keep: np.ndarray, path: str, block_bytes: int = BLOCK_BYTES) -> int:
@@ -171,7 +188,9 @@ def _txt_group(path: str) -> tuple[str, list[str]]:
 def read_shard(path: str, text_field: str = "text", id_field: str | None = "id",
                on_bad_record: str = "error", progress=None, *, files=None,
                block_bytes: int = BLOCK_BYTES) -> Shard:
-    """Read one input (a JSONL or Parquet file, a text directory or file)."""
+    """Read one input (a JSONL or Parquet file, a text directory or file, or
+    ``-``, standard input)."""
+    path = resolve(path)
     fmt = format_of(path)
     if fmt == "jsonl":
         d = read_jsonl_shard(path, text_field, id_field, on_bad_record, block_bytes,
@@ -191,10 +210,13 @@ def read_shard(path: str, text_field: str = "text", id_field: str | None = "id",
     raise InputError(f"{path}: unknown input format; expected {_KNOWN}")
 
 
-def _group_inputs(paths: list[str]) -> list[tuple[str, list | None]]:
-    """Consecutive ``.txt`` files of one directory become one text shard."""
+def group_inputs(paths: list[str]) -> list[tuple[str, list | None]]:
+    """The shards of the inputs, as ``(path, files)``: consecutive ``.txt``
+    files of one directory become one text shard ``(directory, names)``;
+    every other input is ``(path, None)`` (``-``: the spool file of standard
+    input)."""
     out: list[tuple[str, list | None]] = []
-    for p in paths:
+    for p in map(resolve, paths):
         if format_of(p) == "txt" and not os.path.isdir(p):
             root = os.path.dirname(p) or "."
             if out and out[-1][1] is not None and out[-1][0] == root:
@@ -206,14 +228,20 @@ def _group_inputs(paths: list[str]) -> list[tuple[str, list | None]]:
     return out
 
 
-def _output_names(paths: list[str]) -> list[str]:
-    """Relative names for the output shards, unique, mirroring the inputs."""
+def output_names(paths: list[str]) -> list[str]:
+    """Relative names for the output shards, unique, mirroring the inputs:
+    the file names, else the paths relative to the inputs' common folder,
+    else numbered file names. Standard input is ``stdin.jsonl`` (plus ``.gz``
+    or ``.zst`` when compressed)."""
+    stdin = [is_stdin(p) for p in paths]
     absps = [os.path.abspath(p).rstrip(os.sep) for p in paths]
-    base = [os.path.basename(p) for p in absps]
+    base = [stdin_output_name(p) if s else os.path.basename(a)
+            for p, a, s in zip(paths, absps, stdin)]
     if len(set(base)) == len(base):
         return base
-    root = os.path.commonpath([os.path.dirname(p) for p in absps])
-    names = [os.path.relpath(p, root) for p in absps]
+    files = [a for a, s in zip(absps, stdin) if not s]
+    root = os.path.commonpath([os.path.dirname(a) for a in files]) if files else ""
+    names = [b if s else os.path.relpath(a, root) for a, b, s in zip(absps, base, stdin)]
     if len(set(names)) == len(names):
         return names
     return [f"{i:05d}-{b}" for i, b in enumerate(base)]
@@ -258,7 +286,7 @@ def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None
     """
     if on_bad_record not in ON_BAD_RECORD:
         raise InputError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
-    groups = _group_inputs(paths)
+    groups = group_inputs(paths)
     sizes = []
     for p, files in groups:
         try:
@@ -285,7 +313,7 @@ def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None
         done += size
         if progress is not None:
             progress(done / total)
-    names = _output_names([s.path for s in shards])
+    names = output_names([s.path for s in shards])
     ids = []
     for s, name in zip(shards, names):
         s.out_name = name

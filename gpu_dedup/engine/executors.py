@@ -1,5 +1,5 @@
-"""Where the units of a staged run execute: in process, on Dask threads, or on
-a Dask cluster.
+"""The executors: where the runner's tasks execute, in this process, on Dask
+threads, or on a Dask cluster.
 
 ``--scheduler`` takes:
 
@@ -10,14 +10,16 @@ a Dask cluster.
   ``LocalCUDACluster`` with one worker per GPU instead);
 * ``tcp://HOST:PORT``: a running Dask scheduler and its workers.
 
-The staged orchestrator (:mod:`gpu_dedup.staged`) builds each stage as a set
-of independent tasks over partitions (chunks of documents, blocks of
-signatures, key partitions of the band table, batches of candidate edges) and
-hands them to :meth:`Executor.map`. Tasks read and write their inputs and
-outputs in the run's work directory, which must therefore be on storage that
-every worker can reach (any local path for ``threads`` and ``processes``; a
-shared file system for a multi-machine cluster). Results never depend on the
-executor: every task is a pure function of the work directory's contents.
+The runner (:mod:`gpu_dedup.engine.runner`) builds each stage as a set of
+independent tasks over partitions (chunks of documents, blocks of signatures,
+key partitions of the band table, batches of candidate edges) and hands them
+to :meth:`Executor.map`, which reports each task as it completes. Tasks read
+and write their inputs and outputs in the run's store: in this process
+(``none``, ``threads``) it may be memory; worker processes share the work
+directory, which must be on storage every worker can reach (any local path
+for ``processes``; a shared file system for a multi-machine cluster).
+Results never depend on the executor: every task is a pure function of the
+store's contents.
 
 Dask and Dask-CUDA are optional: they are imported only when a scheduler other
 than ``none`` is asked for.
@@ -26,8 +28,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 
-from .errors import ConfigError, DeviceError
+from ..errors import ConfigError, DeviceError
 
 log = logging.getLogger("gpu_dedup")
 
@@ -54,6 +57,8 @@ class Executor:
 
     name = "none"
     concurrency = 1
+    #: Whether tasks run in this process (and may share a memory store).
+    shared_memory = True
 
     def map(self, fn, items, *args, on_done=None) -> list:
         out = []
@@ -104,13 +109,13 @@ class DaskThreads(Executor):
         except ImportError as exc:
             raise ConfigError("--scheduler threads needs Dask: pip install 'dask[distributed]'") \
                 from exc
-        import threading
         self.name = "threads"
         self.concurrency = int(workers or os.cpu_count() or 1)
         self._lock = threading.Lock() if _needs_kernel_lock() else None
 
     def map(self, fn, items, *args, on_done=None) -> list:
-        import dask
+        from dask.callbacks import Callback
+        from dask.threaded import get
         if not items:
             return []
         lock = self._lock
@@ -121,12 +126,18 @@ class DaskThreads(Executor):
             with lock:
                 return fn(item, *args)
 
-        tasks = [dask.delayed(call, pure=False)(item) for item in items]
-        out = list(dask.compute(*tasks, scheduler="threads", num_workers=self.concurrency))
-        if on_done is not None:
-            for i, r in enumerate(out):
-                on_done(i, r)
-        return out
+        keys = [("gpu-dedup-task", i) for i in range(len(items))]
+        graph = {k: (call, item) for k, item in zip(keys, items)}
+        report = threading.Lock()
+
+        def posttask(key, result, dsk, state, worker_id):
+            if on_done is not None and key in graph:
+                with report:
+                    on_done(key[1], result)
+
+        with Callback(posttask=posttask):
+            out = get(graph, keys, num_workers=self.concurrency)
+        return list(out)
 
 
 class DaskCluster(Executor):
@@ -140,6 +151,7 @@ class DaskCluster(Executor):
             raise ConfigError(f"--scheduler {spec} needs Dask's distributed scheduler: "
                               f"pip install 'dask[distributed]'") from exc
         self.name = spec
+        self.shared_memory = False
         self._cluster = None
         if spec == "processes":
             if device == "gpu":

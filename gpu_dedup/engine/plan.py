@@ -1,0 +1,114 @@
+"""The plan: how a memory budget is split between tasks, and whether the
+run's store is in memory or on disk.
+
+:func:`make_plan` takes the budget, the executor's concurrency and the
+measured size of the inputs (:func:`gpu_dedup.io.plan.input_bytes`: file
+sizes, the text files of a directory, the uncompressed size recorded by gzip
+and zstd, Parquet metadata) and decides:
+
+* ``task_bytes``: each concurrent task's share of the budget, after a
+  reserve for the interpreter and its libraries; the stages size their
+  partitions (input chunks, signature blocks, band units, verification
+  batches) from it;
+* ``chunk_bytes``: input bytes per read unit (a twelfth of a task's share:
+  reading, parsing and normalizing hold several copies of a chunk);
+* ``store``: ``memory`` when the estimated peak of holding the corpus fits
+  the budget and every task runs in this process, else ``disk`` (the work
+  directory). A run on a Dask cluster, or one given a work directory, always
+  uses the disk.
+
+The result never depends on the plan: every partitioning gives the same
+bytes.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import ConfigError
+from ..memory import format_size
+
+#: Part of the budget kept for the interpreter and its libraries.
+RESERVE = 256 << 20
+#: The smallest budget a run can honour: an interpreter with NumPy, Arrow and
+#: the compiled kernels loaded holds about 250 MiB by itself.
+MIN_BUDGET = 256 << 20
+#: Peak resident memory of an in-memory run per byte of input text, with room
+#: to spare (measured: about 26x on a million 57-byte documents, where the
+#: per-document arrays dominate; less on longer documents).
+MEMORY_PER_INPUT_BYTE = 40
+
+
+def _floor_pow2(x: int) -> int:
+    return 1 << (max(int(x), 1).bit_length() - 1)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a budget is split, and where the run's arrays live."""
+
+    budget: int
+    concurrency: int
+    task_bytes: int
+    chunk_bytes: int
+    kernel_threads: int
+    store: str = "memory"
+    input_bytes: int = 0
+    reason: str = ""
+
+    def key(self) -> dict:
+        """What determines the intermediate results (the store's name)."""
+        d = asdict(self)
+        for k in ("store", "input_bytes", "reason"):
+            d.pop(k)
+        return d
+
+    def describe(self) -> dict:
+        d = asdict(self)
+        d["budget_human"] = format_size(self.budget)
+        return d
+
+
+def check_budget(budget: int, option: str = "--memory-limit") -> None:
+    """Refuse a budget below :data:`MIN_BUDGET`."""
+    if budget < MIN_BUDGET:
+        raise ConfigError(f"{option} {format_size(budget)} is below the smallest budget a run "
+                          f"can honour ({format_size(MIN_BUDGET)}); pass at least "
+                          f"{format_size(MIN_BUDGET)}")
+
+
+def make_plan(budget: int, concurrency: int = 1, input_bytes: int = 0, *,
+              shared_memory: bool = True, force_disk: str = "",
+              partition_bytes: int | None = None) -> Plan:
+    """Split ``budget`` bytes between ``concurrency`` tasks and choose the store.
+
+    Args:
+        budget: bytes the run may hold.
+        concurrency: tasks that run at once.
+        input_bytes: measured size of the inputs' text.
+        shared_memory: whether every task runs in this process.
+        force_disk: a reason to use the disk whatever the size (empty: none).
+        partition_bytes: each task's share, instead of the budget's split
+            (small values cut even a small corpus into many partitions, which
+            tests use; the result never depends on it).
+    """
+    import numba
+    check_budget(budget)
+    reserve = min(RESERVE, budget // 4)
+    work = max(budget - reserve, 1)
+    task = max(work // max(1, concurrency), 1)
+    if partition_bytes is not None:
+        task = max(int(partition_bytes), 1)
+    chunk = _floor_pow2(min(max(task // 12, 4096), 1 << 30))
+    need = int(input_bytes) * MEMORY_PER_INPUT_BYTE
+    if force_disk:
+        store, reason = "disk", force_disk
+    elif not shared_memory:
+        store, reason = "disk", "tasks run in other processes"
+    elif need > work:
+        store, reason = "disk", (f"the inputs ({format_size(input_bytes)}) may need "
+                                 f"{format_size(need)}, more than the budget")
+    else:
+        store, reason = "memory", (f"the inputs ({format_size(input_bytes)}) fit the budget "
+                                   f"of {format_size(budget)}")
+    return Plan(int(budget), int(concurrency), int(task), int(chunk),
+                int(numba.get_num_threads()), store, int(input_bytes), reason)

@@ -1,0 +1,586 @@
+"""The runner: the stages of :mod:`gpu_dedup.engine.tasks` in order, over a
+store, through an executor.
+
+One :class:`Runner` serves every way of running: the library's
+:func:`gpu_dedup.deduplicate` over an Arrow array and ``gpu-dedup run`` over
+files, in memory or out of core, in this process or on Dask. Only the store
+(:mod:`gpu_dedup.engine.store`) and the executor
+(:mod:`gpu_dedup.engine.executors`) differ, and neither changes a result.
+
+Between the stages the runner keeps what every later stage needs, per
+document: about 50 bytes (representative, cluster and kept flags, the
+union-find of the components) plus the candidate edges.
+"""
+from __future__ import annotations
+
+import logging
+import math
+import os
+from contextlib import contextmanager
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..arrays import distinct_count, unique
+from ..backend import MAX_DOCUMENTS
+from ..errors import InputError
+from ..io.plan import location
+from ..io.sources import Shard, output_names
+from ..memory import release_memory
+from ..stages.components import choose_kept, cluster_ids
+from ..stages.lsh import pack_edges, unpack_edges, verified_edges
+from ..timing import StageTimer
+from . import tasks
+from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids, needs_signatures
+
+log = logging.getLogger("gpu_dedup")
+
+#: Rows per Parquet row group, as ``pyarrow.parquet.write_table`` writes them;
+#: writing the same row groups one by one gives the same bytes.
+ROW_GROUP = 1 << 20
+#: Stage names, in order, as report.json lists their seconds.
+STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "select")
+_U64 = np.uint64
+
+
+class Runner:
+    """Runs the stages over ``store`` with ``executor``.
+
+    Args:
+        cfg: the resolved :class:`gpu_dedup.config.Config`.
+        backend: the backend object (its tasks in this process use it).
+        store: a :class:`MemoryStore` or an opened :class:`DiskStore`.
+        executor: from :func:`gpu_dedup.engine.executors.make_executor`.
+        plan: the :class:`gpu_dedup.engine.plan.Plan`.
+        on_stage: ``on_stage(name)`` as each stage starts.
+        on_progress: ``on_progress(stage, done, total)`` as its tasks complete.
+        monitor: a started :class:`gpu_dedup.memory.PeakMonitor`, or None.
+    """
+
+    def __init__(self, cfg, backend, store, executor, plan, *, text_field="text",
+                 id_field="id", on_bad_record="error", gpu_memory=None, on_stage=None,
+                 on_progress=None, monitor=None):
+        self.cfg = cfg
+        self.be = backend
+        self.store = store
+        self.ex = executor
+        self.plan = plan
+        self.on_stage = on_stage
+        self.on_progress = on_progress
+        self.monitor = monitor
+        key = (backend.name, id(backend))
+        tasks.BACKENDS[key] = backend
+        self.ctx = Ctx(store, cfg, backend.name, text_field, id_field, plan,
+                       on_bad_record=on_bad_record, gpu_memory=gpu_memory, backend_key=key)
+        self.timer = StageTimer()
+        self.reused: dict[str, int] = {}
+        self.units: dict[str, int] = {}
+
+    # -- helpers ----------------------------------------------------------
+    @contextmanager
+    def stage(self, name: str):
+        """Time a stage, record its peak memory and announce it."""
+        if self.on_stage is not None:
+            self.on_stage(name)
+        with self.timer(name):
+            if self.monitor is None:
+                yield
+            else:
+                with self.monitor.stage(name):
+                    yield
+
+    def _progress(self, stage: str, done: int, total: int) -> None:
+        if self.on_progress is not None and total:
+            self.on_progress(stage, done, total)
+
+    def _map(self, stage: str, task, items: list, stop_on_error: bool = False) -> list:
+        total = len(items)
+        self.units[stage] = self.units.get(stage, 0) + total
+        done = [0]
+        sequential = self.ex.name == "none"
+
+        def on_done(i, result):
+            done[0] += 1
+            if stop_on_error and sequential and isinstance(result, dict) and "error" in result:
+                raise result["error"]     # in order: nothing earlier can fail any more
+            if isinstance(result, dict) and result.get("reused"):
+                self.reused[stage] = self.reused.get(stage, 0) + int(result["reused"])
+            self._progress(stage, done[0], total)
+
+        out = self.ex.map(task, items, self.ctx, on_done=on_done)
+        if self.reused.get(stage):
+            log.info("%s: reused %d completed unit(s) from %s", stage, self.reused[stage],
+                     self.store.root)
+        return out
+
+    def _stage_done(self, name: str):
+        meta = self.store.done(f"stage/{name}")
+        if meta is not None:
+            log.info("%s: reusing the completed stage from %s", name, self.store.root)
+            n = max(1, int(meta.get("units", 1)))
+            self.reused[name] = self.reused.get(name, 0) + n
+            self.units[name] = self.units.get(name, 0) + n
+        return meta
+
+    # -- the whole run ----------------------------------------------------
+    def run(self, units: list) -> None:
+        """Every stage up to the selection of kept documents."""
+        with self.stage("prepare"):
+            self.prepare(units)
+        log.info("prepared %d documents in %d chunk(s)", self.N, len(self.chunks))
+        with self.stage("exact"):
+            self.exact()
+        with self.stage("signatures"):
+            self.signatures()
+        with self.stage("lsh"):
+            self.lsh()
+        with self.stage("verify"):
+            self.verify()
+        with self.stage("select"):
+            self.select()
+
+    # -- stages -----------------------------------------------------------
+    def prepare(self, units: list) -> None:
+        meta = self._stage_done("prepare")
+        if meta is None:
+            results = self._map("prepare", tasks.task_prepare, units, stop_on_error=True)
+            errors = [(u["order"], r["error"]) for u, r in zip(units, results) if "error" in r]
+            if errors:
+                raise min(errors, key=lambda e: e[0])[1]
+            chunks = [c for r in results for c in r["chunks"]]
+            self._check_id_presence(chunks)
+            meta = {"chunks": chunks, "units": len(units)}
+            self.store.mark_done("stage/prepare", meta)
+        self.chunks = meta["chunks"]
+        paths: dict = {}
+        for c in self.chunks:
+            paths.setdefault(c["file"], c["path"])
+        self.shard_paths = [paths[i] for i in sorted(paths)]
+        n = np.array([c["n"] for c in self.chunks], dtype=np.int64)
+        self.doc_starts = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+        self.N = int(self.doc_starts[-1])
+        if self.N > MAX_DOCUMENTS:
+            raise InputError(f"{self.N:,} documents: a run takes at most {MAX_DOCUMENTS:,} "
+                             f"(document positions are packed in 32 bits); split the inputs "
+                             f"and deduplicate the parts against each other")
+        self.ctx.chunks = self.chunks
+        self.ctx.doc_starts = self.doc_starts
+        self.avg_text = (sum(c["text_bytes"] for c in self.chunks) / self.N) if self.N else 1.0
+
+    def _check_id_presence(self, chunks) -> None:
+        """A file whose records have ids must have one on every record; across
+        chunks, the first record without one is named."""
+        by_file: dict[int, list] = {}
+        for c in chunks:
+            by_file.setdefault(c["file"], []).append(c)
+        for cs in by_file.values():
+            if len(cs) < 2 or not any(c["has_ids"] for c in cs):
+                continue
+            missing = [c["first_missing_id"] for c in cs if c.get("first_missing_id") is not None]
+            missing += [c["first_line"] for c in cs if not c["has_ids"] and c["n"]]
+            if missing:
+                raise InputError(f"{location(cs[0], min(missing))}: missing id field "
+                                 f"{self.ctx.id_field!r} (other records of this file have one)")
+
+    def locate(self, i: int) -> str:
+        """Where document ``i`` is, for messages."""
+        ci = int(np.searchsorted(self.doc_starts, i, side="right") - 1)
+        c = self.chunks[ci]
+        loc = self.store.load_npy(f"prep/{c['key']}/loc.npy", mmap=True)[i - self.doc_starts[ci]]
+        return location(c, int(loc))
+
+    def exact(self) -> None:
+        meta = self._stage_done("exact")
+        st = self.store
+        if meta is None:
+            parts = max(1, math.ceil(self.N * 120 / self.plan.task_bytes))
+            items = [(p, parts) for p in range(parts)]
+            results = self._map("exact", tasks.task_exact, items)
+            dups = [r["dup"] for r in results if r["dup"] is not None]
+            if dups:
+                g, m = min(dups)
+                ids = gather_ids(self.ctx, np.array([g, m])).to_pylist()
+                if ids[0] == ids[1]:
+                    raise InputError(f"{self.locate(m)}: duplicate id {ids[0]!r} (first at "
+                                     f"{self.locate(g)}); ids must be unique, or pass "
+                                     f"--id-field none to generate them")
+
+            def load(name):
+                arrs = [st.load_npy(f"exact/{parts}/p{p:05d}/{name}.npy") for p in range(parts)]
+                return np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
+            reps = load("reps")
+            if parts > 1:
+                reps = np.sort(reps)
+            st.save_npy("exact/reps.npy", reps)
+            members = load("members")
+            member_rep = load("member_rep")
+            if parts > 1:
+                order = np.argsort(members, kind="stable")
+                members, member_rep = members[order], member_rep[order]
+                del order
+            st.save_npy("exact/members.npy", members)
+            st.save_npy("exact/member_rep.npy", member_rep)
+            del members, member_rep
+            meta = {"reps": int(reps.size), "units": parts}
+            st.mark_done("stage/exact", meta)
+        self.reps = st.load_npy("exact/reps.npy")
+        self.R = int(self.reps.size)
+
+    def signature_blocks(self) -> list:
+        cfg = self.cfg
+        per_rep = cfg.num_perm * (cfg.signature_bits // 8) + cfg.bands * 8 * 2 + 16
+        rows = max(256, self.plan.task_bytes // (3 * per_rep))
+        blocks = []
+        for ci in range(len(self.chunks)):
+            lo = int(np.searchsorted(self.reps, self.doc_starts[ci]))
+            hi = int(np.searchsorted(self.reps, self.doc_starts[ci + 1]))
+            for r0 in range(lo, hi, rows):
+                r1 = min(hi, r0 + rows)
+                blocks.append({"key": f"r{r0:012d}", "chunk": ci, "r0": r0, "r1": r1})
+        return blocks
+
+    def signatures(self) -> None:
+        self.blocks = self.signature_blocks()
+        self.ctx.blocks = self.blocks
+        self.ctx.block_starts = np.array([b["r0"] for b in self.blocks], dtype=np.int64)
+        meta = self._stage_done("signatures")
+        if meta is None:
+            results = self._map("signatures", tasks.task_signatures, self.blocks)
+            meta = {"shingles": int(sum(r["shingles"] for r in results)),
+                    "units": len(self.blocks)}
+            self.store.mark_done("stage/signatures", meta)
+        self.shingles = meta["shingles"]
+
+    def lsh_layout(self) -> tuple[int, int]:
+        """(key partitions, bands per unit) that fit a task's share."""
+        R, B = self.R, self.cfg.bands
+        T = max(1, self.plan.kernel_threads)
+        task = self.plan.task_bytes
+
+        def need(g, parts):
+            n = R / parts
+            per_row = 8 + (8 if parts > 1 else 0) + 8 + 16
+            return g * n * per_row + min(T, g) * n * 72
+
+        parts = 1
+        while need(1, parts) > task and parts < max(1, R):
+            parts *= 2
+        if self.ex.name != "none":
+            parts = max(parts, self.ex.concurrency)
+        g = 1
+        while g < B and need(g + 1, parts) <= task:
+            g += 1
+        return parts, g
+
+    def lsh(self) -> None:
+        meta = self._stage_done("lsh")
+        st = self.store
+        if meta is None:
+            parts, g = self.lsh_layout()
+            B = self.cfg.bands
+            layout = f"p{parts}g{g}"
+            units = []
+            for p in range(parts):
+                for j0 in range(0, B, g):
+                    units.append({"layout": layout, "index": len(units), "parts": parts,
+                                  "part": p, "bands": list(range(j0, min(B, j0 + g)))})
+            self._map("lsh", tasks.task_lsh, units)
+            edges = [st.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
+            if len(edges) == 1:
+                first = edges[0]                 # already sorted and unique
+            else:
+                first = unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
+            del edges
+            st.save_npy("lsh/first_round.npy", first)
+            meta = {"first_round": int(first.size), "units": len(units), "parts": parts,
+                    "bands_per_unit": g}
+            st.mark_done("stage/lsh", meta)
+            del first
+        self.lsh_meta = meta
+
+    def _score_batches(self, edges: np.ndarray) -> list[np.ndarray]:
+        cfg = self.cfg
+        if cfg.similarity == "jaccard" and cfg.verify:
+            per_doc = self.avg_text * 24 + 96
+        else:
+            per_doc = cfg.num_perm * (cfg.signature_bits // 8) * 2 + 32
+        # at least 1,024 edges a batch (below that, per-task overhead dominates),
+        # and a batch for each worker when there are several
+        size = max(1024, int(self.plan.task_bytes // (4 * per_doc)))
+        if self.ex.concurrency > 1:
+            size = max(1024, min(size, -(-edges.size // self.ex.concurrency)))
+        return [edges[s:s + size] for s in range(0, edges.size, size)]
+
+    def verify(self) -> None:
+        meta = self._stage_done("verify")
+        st = self.store
+        if meta is None:
+            cfg = self.cfg
+            first = st.load_npy("lsh/first_round.npy")
+            calls = [0]
+
+            def score(packed):
+                calls[0] += 1
+                c = calls[0]
+                batches = self._score_batches(packed)
+                out = [None] * len(batches)
+                todo = []
+                for i, b in enumerate(batches):
+                    name = f"verify/c{c:03d}/b{i:06d}"
+                    m = st.done(name)
+                    if m is not None and m.get("digest") == edges_digest(b):
+                        out[i] = st.load_npy(f"{name}.npy")
+                        self.reused["verify"] = self.reused.get("verify", 0) + 1
+                    else:
+                        todo.append(i)
+                self.units["verify"] = self.units.get("verify", 0) + len(batches)
+                if todo:
+                    count = [0]
+
+                    def on_done(j, r):
+                        count[0] += 1
+                        self._progress("verify", count[0], len(todo))
+
+                    results = self.ex.map(tasks.task_score, [batches[i] for i in todo],
+                                          self.ctx, on_done=on_done)
+                    for i, r in zip(todo, results):
+                        if st.kind == "disk":
+                            name = f"verify/c{c:03d}/b{i:06d}"
+                            st.save_npy(f"{name}.npy", r)
+                            st.mark_done(name, {"digest": edges_digest(batches[i])})
+                        out[i] = r
+                if len(out) == 1:
+                    return out[0]
+                return np.concatenate(out) if out else np.zeros(0, np.float64)
+
+            keys = BandKeys(self.ctx, self.R, cfg.bands)
+            er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
+                                accept_all=not cfg.verify)
+            st.save_npy("verify/accepted.npy", er.accepted)
+            st.save_npy("verify/scores.npy", er.scores)
+            meta = {"candidates": er.candidates, "rounds": er.rounds,
+                    "unresolved": er.unresolved, "verified": int(er.accepted.size),
+                    "units": max(1, calls[0])}
+            st.mark_done("stage/verify", meta)
+        self.verify_meta = meta
+
+    def select(self) -> None:
+        """Connected components of the exact and accepted edges, and the kept
+        document of each cluster."""
+        meta = self._stage_done("select")
+        st = self.store
+        if meta is None:
+            cfg = self.cfg
+            N = self.N
+            members = st.load_npy("exact/members.npy")
+            member_rep = st.load_npy("exact/member_rep.npy")
+            fa, fb = unpack_edges(st.load_npy("verify/accepted.npy"))
+            scores = st.load_npy("verify/scores.npy")
+            fa = self.reps[fa]
+            fb = self.reps[fb]
+            ea = np.concatenate([member_rep, fa])
+            eb = np.concatenate([members, fb])
+            sim = np.concatenate([np.ones(members.size), scores])
+            is_exact = np.concatenate([np.ones(members.size, dtype=bool),
+                                       np.zeros(fa.size, dtype=bool)])
+            n_exact = int(members.size)
+            del fa, fb, scores, members, member_rep
+            lo = np.minimum(ea, eb)
+            hi = np.maximum(ea, eb)
+            del ea, eb
+            order = np.argsort(pack_edges(lo, hi), kind="stable")
+            ea, eb, sim, is_exact = lo[order], hi[order], sim[order], is_exact[order]
+            del lo, hi, order
+            labels = tasks.host(self.be, self.be.components(N, ea, eb))
+            cluster = cluster_ids(labels)
+            del labels
+            if cfg.keep == "longest":
+                lengths = np.concatenate(
+                    [st.load_npy(f"prep/{c['key']}/lengths.npy") for c in self.chunks]
+                    or [np.zeros(0, np.int64)])
+            else:
+                lengths = np.zeros(0)
+            kept = choose_kept(cluster, lengths, cfg.keep)
+            del lengths
+            for name, arr in (("cluster", cluster), ("kept", kept), ("pair_a", ea),
+                              ("pair_b", eb), ("pair_similarity", sim),
+                              ("pair_exact", is_exact)):
+                st.save_npy(f"final/{name}.npy", arr)
+            idx = np.arange(N, dtype=np.int64)
+            meta = {"kept": int(kept.sum()), "clusters": int(np.count_nonzero(cluster == idx)),
+                    "duplicate_clusters": distinct_count(cluster[~kept]),
+                    "exact_removed": n_exact, "units": 1}
+            del idx, cluster, kept, ea, eb, sim, is_exact
+            st.mark_done("stage/select", meta)
+        self.select_meta = meta
+
+    # -- results ----------------------------------------------------------
+    def final(self, name: str, mmap: bool = False) -> np.ndarray:
+        """A per-document or per-edge result array (``cluster``, ``kept``,
+        ``pair_a``, ``pair_b``, ``pair_similarity``, ``pair_exact``)."""
+        return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
+
+    def stats(self) -> dict:
+        N = self.N
+        m = self.select_meta
+        removed = N - m["kept"]
+        v = self.verify_meta
+        active = sum(c["active"] for c in self.chunks)
+        stats = {
+            "documents": N,
+            "documents_without_shingles": int(N - active),
+            "kept": m["kept"],
+            "removed": removed,
+            "exact_removed": m["exact_removed"],
+            "fuzzy_removed": removed - m["exact_removed"],
+            "clusters": m["clusters"],
+            "duplicate_clusters": m["duplicate_clusters"],
+            "exact_edges": m["exact_removed"],
+            "candidate_edges": v["candidates"],
+            "first_round_candidates": self.lsh_meta["first_round"],
+            "verified_edges": v["verified"],
+            "rounds": v["rounds"],
+            "unresolved_edges": v["unresolved"],
+            "shingles": self.shingles,
+        }
+        peak = getattr(self.be, "peak_device_bytes", None)
+        if callable(peak):
+            stats["device_peak_bytes"] = peak()
+        return stats
+
+    def texts(self, name: str = "text.arrow") -> "StoredStrings":
+        """The stored normalized texts (or ``ids.arrow``: the ids), read on demand."""
+        return StoredStrings(self.ctx, name, self.N)
+
+    # -- outputs ----------------------------------------------------------
+    def write(self, folder: str, on_progress=None) -> dict:
+        """clusters.parquet, pairs.parquet and data/ into ``folder``."""
+        st = self.store
+        cluster = self.final("cluster", mmap=True)
+        kept = self.final("kept")
+        total = 2 + len(self.shard_paths)
+        step = [0]
+
+        def tick():
+            step[0] += 1
+            if on_progress is not None:
+                on_progress("write", step[0], total)
+
+        schema = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_())])
+        with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
+            rg = _RowGroups(w, schema)
+            for ci, c in enumerate(self.chunks):
+                d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
+                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                rg.add(pa.table({"id": ids,
+                                 "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
+                                 "kept": pa.array(kept[d0:d1], pa.bool_())}, schema=schema))
+                del ids
+            rg.close()
+        del cluster
+        tick()
+        release_memory()
+        pa_ = self.final("pair_a", mmap=True)
+        pb_ = self.final("pair_b", mmap=True)
+        ps_ = self.final("pair_similarity", mmap=True)
+        schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
+                            ("similarity", pa.float64())])
+        with pq.ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
+            rg = _RowGroups(w, schema)
+            for s in range(0, pa_.shape[0], ROW_GROUP):
+                a = np.asarray(pa_[s:s + ROW_GROUP])
+                b = np.asarray(pb_[s:s + ROW_GROUP])
+                rg.add(pa.table({"id_a": gather_ids(self.ctx, a).cast(pa.string()),
+                                 "id_b": gather_ids(self.ctx, b).cast(pa.string()),
+                                 "similarity": pa.array(np.asarray(ps_[s:s + ROW_GROUP]),
+                                                        pa.float64())}, schema=schema))
+            rg.close()
+        del pa_, pb_, ps_
+        tick()
+        release_memory()
+        data_dir = os.path.join(folder, "data")
+        os.makedirs(data_dir)
+        names = output_names(self.shard_paths)
+        for fi in range(len(self.shard_paths)):
+            out = os.path.join(data_dir, names[fi])
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            self._write_data(fi, out, kept)
+            tick()
+            release_memory()
+        return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
+                "report": "report.json", "report_html": "report.html"}
+
+    def _write_data(self, fi: int, out: str, kept: np.ndarray) -> None:
+        """The kept records of shard ``fi``, written by the shard's own writer
+        from their line (row, file) numbers."""
+        idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
+        first = self.chunks[idx[0]]
+        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
+                               for ci in idx])
+        keep = kept[int(self.doc_starts[idx[0]]):int(self.doc_starts[idx[-1] + 1])]
+        shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
+                      texts=pa.array([], pa.large_string()), ids=None, locations=locs,
+                      files=first.get("files"))
+        shard.write_kept(keep, out, self.plan.chunk_bytes)
+
+    def shards(self) -> list[dict]:
+        """Per input shard: path, format, compression, documents, output name,
+        replaced UTF-8 and skipped records."""
+        names = output_names(self.shard_paths)
+        out = []
+        for fi, path in enumerate(self.shard_paths):
+            cs = [c for c in self.chunks if c["file"] == fi]
+            out.append({"path": path, "format": cs[0]["fmt"],
+                        "compression": cs[0]["compression"],
+                        "documents": sum(c["n"] for c in cs),
+                        "output": "data/" + names[fi],
+                        "invalid_utf8": sum(c["invalid_utf8"] for c in cs),
+                        "skipped": [f"{location(cs[0], loc)}: {why}"
+                                    for c in cs for loc, why in c["skipped"]]})
+        return out
+
+
+class StoredStrings:
+    """``strings[i]`` of the stored texts or ids, read on demand."""
+
+    def __init__(self, ctx: Ctx, name: str, n: int):
+        self.ctx = ctx
+        self.name = name
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return gather(self.ctx, np.array([int(i)], dtype=np.int64), self.name)[0]
+
+
+class _RowGroups:
+    """Writes tables to a ParquetWriter in row groups of exactly ``ROW_GROUP``
+    rows (the last may be shorter), as one ``write_table`` call would."""
+
+    def __init__(self, writer, schema):
+        self.w = writer
+        self.schema = schema
+        self.pending = []
+        self.count = 0
+        self.written = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.count += table.num_rows
+        while self.count >= ROW_GROUP:
+            t = pa.concat_tables(self.pending).combine_chunks()
+            self.w.write_table(t.slice(0, ROW_GROUP))
+            self.written += 1
+            rest = t.slice(ROW_GROUP)
+            self.pending = [rest]
+            self.count = rest.num_rows
+
+    def close(self) -> None:
+        if self.count or not self.written:
+            t = (pa.concat_tables(self.pending).combine_chunks() if self.pending
+                 else self.schema.empty_table())
+            self.w.write_table(t)
+        self.pending = []

@@ -1,0 +1,439 @@
+"""The tasks: one function per stage, over one partition each.
+
+Every task is a pure function of its item, the run's context (:class:`Ctx`)
+and what earlier stages saved in the store; it saves its results in the
+store and returns a small dict of metadata. A completed unit is marked in
+the store, so a disk store lets a rerun skip it. Tasks are module-level
+functions so that Dask workers import them.
+
+The stages, in order:
+
+1. ``prepare``, per read unit (a whole small file, a byte range of a JSONL
+   file, a piece of a compressed stream, some Parquet row groups, or the
+   array given to the library): read, normalize, has-shingles, 128-bit
+   fingerprints of the text and of the id.
+2. ``exact``, per partition of the fingerprint space: each active document's
+   representative is the first document with the same fingerprint; the same
+   pass finds duplicated ids.
+3. ``signatures``, per block of representatives: MinHash signatures and band
+   keys (band-major: one band of one block is one contiguous row).
+4. ``lsh``, per unit (a group of bands x a partition of the key space): the
+   candidate edges of its buckets. Every bucket lies in one unit with its
+   members in input order, so the union over units does not depend on the
+   layout.
+5. ``verify``, per batch of candidate edges: their similarity.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..arrays import unique
+from ..backend import get_backend
+from ..config import Config
+from ..errors import DedupError
+from ..kernels import cpu as cpu_kernels
+from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
+from ..memory import release_memory
+from ..stages.exact import exact_representatives
+from ..stages.lsh import unpack_edges
+from ..stages.normalize import normalize_text, text_buffers
+from ..stages.signatures import signatures
+from .plan import Plan
+
+_U64 = np.uint64
+
+
+@dataclass
+class Ctx:
+    """What every task needs; travels to Dask workers."""
+
+    store: object
+    cfg: Config
+    device: str
+    text_field: str
+    id_field: str | None
+    plan: Plan
+    on_bad_record: str = "error"
+    gpu_memory: object = None
+    backend_key: tuple | None = None
+    chunks: list = field(default_factory=list)
+    doc_starts: np.ndarray | None = None
+    blocks: list = field(default_factory=list)
+    block_starts: np.ndarray | None = None
+
+
+#: Backends of this process, one per (device, memory) or registered by the runner.
+BACKENDS: dict = {}
+
+
+def backend_of(ctx: Ctx):
+    """The backend of a task's process: the runner's own in its process, one
+    made from the device name in a worker process (reused by its tasks)."""
+    be = BACKENDS.get(ctx.backend_key) if ctx.backend_key is not None else None
+    if be is None:
+        key = (ctx.device, ctx.gpu_memory)
+        be = BACKENDS.get(key)
+        if be is None:
+            be = get_backend(ctx.device, gpu_memory=ctx.gpu_memory)[0]
+            BACKENDS[key] = be
+    return be
+
+
+def host(be, x) -> np.ndarray:
+    return np.asarray(be.to_host(x))
+
+
+def needs_signatures(cfg: Config) -> bool:
+    """Whether verification reads the signatures (rather than the texts)."""
+    return cfg.similarity == "signature" or not cfg.verify
+
+
+# -- prepare -------------------------------------------------------------------
+
+def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
+    """Normalize one chunk and store what the later stages need."""
+    cfg = ctx.cfg
+    st = ctx.store
+    be = backend_of(ctx)
+    word = cfg.shingle == "word"
+    texts = d["texts"]
+    n = len(texts)
+    norm = normalize_text(texts, cfg.normalize)
+    st.save_arrow(f"prep/{key}/text.arrow", {"text": norm})
+    off, data = st.buffers(f"prep/{key}/text.arrow")
+    active = host(be, be.has_shingles(off, data, word)).astype(bool)
+    fp = host(be, be.text_hash128(off, data))
+    ids = d["ids"]
+    has_ids = ids is not None
+    if ids is None:
+        ids = d.get("generated")
+        if ids is None and unit["kind"] != "array":
+            ids = generated_ids(d["path"], d["lines"])
+    if ids is not None:
+        if ids.type != pa.large_string():
+            ids = ids.cast(pa.large_string())
+        if ids.null_count:
+            ids = pc.fill_null(ids, "")       # a file with some ids missing: an error later
+        # ids are short and checked once: fingerprinted on the host, whatever the device
+        ioff, idata = text_buffers(ids)
+        st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
+        st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
+    roff, rdata = text_buffers(texts)
+    if cfg.keep == "longest":
+        st.save_npy(f"prep/{key}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
+    st.save_npy(f"prep/{key}/fp.npy", fp)
+    st.save_npy(f"prep/{key}/active.npy", active)
+    st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
+    meta = {"key": key, "file": unit["file"], "kind": unit["kind"], "fmt": unit["fmt"],
+            "path": d["path"], "files": d.get("files"), "n": int(n),
+            "active": int(active.sum()), "invalid_utf8": int(d["invalid"]),
+            "has_ids": has_ids, "first_missing_id": d.get("first_missing_id"),
+            "first_line": int(d["lines"][0]) if n else None,
+            "skipped": [[int(loc), str(why)] for loc, why in d.get("skipped", [])],
+            "text_bytes": int(data.size if n else 0),
+            "raw_bytes": int(rdata.size if n else 0),
+            "compression": d.get("compression")}
+    st.mark_done(f"prep/{key}", meta)
+    return meta
+
+
+def task_prepare(unit: dict, ctx: Ctx) -> dict:
+    """Read one unit and store its chunks. Input errors come back as values so
+    that the run can report the first one in input order."""
+    st = ctx.store
+    tf, idf, bad = ctx.text_field, ctx.id_field, ctx.on_bad_record
+    done = st.done(f"prep/{unit['key']}")
+    if done is not None and unit["kind"] != "stream":
+        return {"chunks": [done], "reused": 1}
+    try:
+        if unit["kind"] == "array":
+            texts = st.column("input/texts")
+            d = {"texts": texts, "ids": None, "lines": np.arange(1, len(texts) + 1),
+                 "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
+            return {"chunks": [_save_chunk(ctx, unit, unit["key"], d)], "reused": 0}
+        if unit["kind"] != "stream":
+            d = read_piece(unit, tf, idf, bad)
+            return {"chunks": [_save_chunk(ctx, unit, unit["key"], d)], "reused": 0}
+        # a compressed stream: chunks as they come, skipping completed ones
+        metas = []
+        reused = 0
+        lines = 0
+        path = unit["path"]
+        for k, blocks in stream_chunks(path, ctx.plan.chunk_bytes):
+            key = f"f{unit['file']:05d}c{k:06d}"
+            meta = st.done(f"prep/{key}")
+            if meta is not None and meta.get("lines_before") == lines:
+                metas.append(meta)
+                reused += 1
+                lines += int(meta["lines_read"])
+                continue
+            d = parse_jsonl_piece(path, blocks, lines, tf, idf, bad)
+            del blocks
+            d.update(path=path, compression=unit["compression"])
+            meta = _save_chunk(ctx, {**unit, "chunk": k}, key, d)
+            meta.update(lines_before=lines, lines_read=int(d["lines_read"]))
+            st.mark_done(f"prep/{key}", meta)
+            metas.append(meta)
+            lines += int(d["lines_read"])
+            del d
+            release_memory()
+        return {"chunks": metas, "reused": reused}
+    except DedupError as exc:
+        return {"error": exc}
+
+
+# -- exact ---------------------------------------------------------------------
+
+def _partition(fp: np.ndarray, parts: int, p: int) -> np.ndarray:
+    if parts == 1:
+        return np.ones(fp.shape[0], dtype=bool)
+    return fp[:, 0] % _U64(parts) == _U64(p)
+
+
+def task_exact(item: tuple, ctx: Ctx) -> dict:
+    """Representatives and exact duplicates among the documents whose
+    fingerprint falls in partition ``p`` of ``parts``; also the first
+    duplicated id of the partition."""
+    p, parts = item
+    st = ctx.store
+    unit = f"exact/{parts}/p{p:05d}"
+    meta = st.done(unit)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    fps, idx, idfps, iidx = [], [], [], []
+    for ci, c in enumerate(ctx.chunks):
+        d0 = int(ctx.doc_starts[ci])
+        fp = st.load_npy(f"prep/{c['key']}/fp.npy")
+        act = st.load_npy(f"prep/{c['key']}/active.npy")
+        sel = act & _partition(fp, parts, p)
+        fps.append(fp[sel])
+        idx.append(np.flatnonzero(sel).astype(np.int64) + d0)
+        del fp, act
+        if st.exists(f"prep/{c['key']}/idfp.npy"):
+            ifp = st.load_npy(f"prep/{c['key']}/idfp.npy")
+            isel = _partition(ifp, parts, p)
+            idfps.append(ifp[isel])
+            iidx.append(np.flatnonzero(isel).astype(np.int64) + d0)
+            del ifp
+    fp = np.concatenate(fps) if fps else np.zeros((0, 2), _U64)
+    ix = np.concatenate(idx) if idx else np.zeros(0, np.int64)
+    del fps, idx
+    if ctx.cfg.exact and ix.size:
+        rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]
+    else:
+        rep = ix
+    del fp
+    is_rep = rep == ix
+    st.save_npy(f"{unit}/reps.npy", ix[is_rep])
+    st.save_npy(f"{unit}/members.npy", ix[~is_rep])
+    st.save_npy(f"{unit}/member_rep.npy", rep[~is_rep])
+    del rep, ix, is_rep
+    dup = None
+    if iidx:
+        ifp = np.concatenate(idfps)
+        iix = np.concatenate(iidx)
+        if iix.size:
+            irep = iix[exact_representatives(ifp, np.ones(iix.size, dtype=bool))]
+            dups = np.flatnonzero(irep != iix)
+            if dups.size:
+                first = irep[dups]
+                g = int(first.min())
+                dup = [g, int(iix[dups][first == g].min())]
+    meta = {"dup": dup, "pid": os.getpid()}
+    st.mark_done(unit, meta)
+    return {**meta, "reused": 0}
+
+
+# -- signatures ----------------------------------------------------------------
+
+def task_signatures(block: dict, ctx: Ctx) -> dict:
+    """Signatures and band keys of the representatives ``r0 .. r1`` (all in
+    one chunk); keys saved band-major (``B x n``)."""
+    st = ctx.store
+    unit = f"sig/{block['key']}"
+    meta = st.done(unit)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    cfg = ctx.cfg
+    be = backend_of(ctx)
+    ci = block["chunk"]
+    c = ctx.chunks[ci]
+    reps = st.load_npy("exact/reps.npy", mmap=True)
+    local = np.array(reps[block["r0"]:block["r1"]], dtype=np.int64) - int(ctx.doc_starts[ci])
+    del reps
+    off, data = st.buffers(f"prep/{c['key']}/text.arrow")
+    sig, counts = signatures(be, off, data, local, cfg)
+    keys = host(be, be.band_keys(sig, cfg.bands, cfg.rows))
+    del off, data
+    st.save_npy(f"{unit}.keys.npy", np.ascontiguousarray(keys.T))
+    del keys
+    if needs_signatures(cfg):
+        st.save_npy(f"{unit}.sig.npy", host(be, sig))
+    meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
+    st.mark_done(unit, meta)
+    return {**meta, "reused": 0}
+
+
+# -- lsh -----------------------------------------------------------------------
+
+def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
+    """The key-space partition of each band key (high bits, so that the hash
+    tables keep using the well-mixed low bits)."""
+    return ((keys >> _U64(40)) % _U64(parts)).astype(np.int64)
+
+
+def task_lsh(unit: dict, ctx: Ctx) -> dict:
+    """Candidate edges of the buckets of bands ``unit['bands']`` whose key
+    falls in partition ``unit['part']`` of ``unit['parts']``."""
+    st = ctx.store
+    name = f"lsh/{unit['layout']}/u{unit['index']:05d}"
+    meta = st.done(name)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    parts, p = unit["parts"], unit["part"]
+    keys, docs, seg = [], [], [0]
+    rows = 0
+    for j in unit["bands"]:
+        for b in ctx.blocks:
+            if b["r1"] == b["r0"]:
+                continue
+            row = st.load_npy(f"sig/{b['key']}.keys.npy", mmap=True)[j]
+            if parts > 1:
+                sel = np.flatnonzero(key_partition(row, parts) == p)
+                keys.append(np.array(row[sel]))
+                docs.append(sel.astype(np.int64) + b["r0"])
+            else:
+                keys.append(row)       # blocks are consecutive: position = offset in band
+            rows += keys[-1].size
+            del row
+        seg.append(rows)
+    flat = np.concatenate(keys) if len(keys) != 1 else np.asarray(keys[0])
+    del keys
+    d = np.concatenate(docs) if docs else np.zeros(0, np.int64)
+    del docs
+    be = backend_of(ctx)
+    edges = host(be, be.segment_bucket_edges(flat, d, np.asarray(seg, dtype=np.int64)))
+    del flat, d
+    st.save_npy(f"{name}.npy", edges)
+    meta = {"edges": int(edges.size), "pid": os.getpid()}
+    st.mark_done(name, meta)
+    return {**meta, "reused": 0}
+
+
+# -- gathering by global document index ------------------------------------------
+
+def gather(ctx: Ctx, docs: np.ndarray, name: str) -> pa.Array:
+    """Column ``name`` (``text.arrow`` or ``ids.arrow``) of the sorted global
+    document indices ``docs``."""
+    st = ctx.store
+    if docs.size == 0:
+        return pa.array([], pa.large_string())
+    ci = np.searchsorted(ctx.doc_starts, docs, side="right") - 1
+    cut = np.flatnonzero(np.diff(ci)) + 1
+    parts = []
+    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
+        c = int(ci[s])
+        col = st.column(f"prep/{ctx.chunks[c]['key']}/{name}")
+        parts.append(col.take(pa.array(docs[s:e] - int(ctx.doc_starts[c]))))
+        del col
+    return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+
+
+def gather_ids(ctx: Ctx, docs: np.ndarray) -> pa.Array:
+    """Ids (as ``large_string``) of any global document indices, in order."""
+    docs = np.asarray(docs, dtype=np.int64)
+    if docs.size == 0:
+        return pa.array([], pa.large_string())
+    u, inv = unique(docs, return_inverse=True)
+    return gather(ctx, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
+
+
+def _gather_signatures(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
+    """Signature rows of sorted, unique representative positions."""
+    st = ctx.store
+    bi = np.searchsorted(ctx.block_starts, positions, side="right") - 1
+    out = None
+    for b in unique(bi):
+        blk = ctx.blocks[int(b)]
+        sig = st.load_npy(f"sig/{blk['key']}.sig.npy", mmap=True)
+        sel = bi == b
+        rows = np.array(sig[positions[sel] - blk["r0"]])
+        if out is None:
+            out = np.empty((positions.size, sig.shape[1]), dtype=sig.dtype)
+        out[sel] = rows
+        del sig
+    return out
+
+
+# -- verify --------------------------------------------------------------------
+
+def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
+    """Scores of packed candidate edges (representative positions): the exact
+    Jaccard of the two shingle sets, or the signature estimate."""
+    cfg = ctx.cfg
+    be = backend_of(ctx)
+    ia, ib = unpack_edges(edges)
+    if cfg.similarity == "jaccard" and cfg.verify:
+        reps = ctx.store.load_npy("exact/reps.npy", mmap=True)
+        da = np.array(reps[ia])
+        db = np.array(reps[ib])
+        del reps
+        docs = unique(np.concatenate([da, db]))
+        off, data = text_buffers(gather(ctx, docs, "text.arrow"))
+        la = np.searchsorted(docs, da).astype(np.int64)
+        lb = np.searchsorted(docs, db).astype(np.int64)
+        return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
+                                              la, lb)), dtype=np.float64)
+    pos = unique(np.concatenate([ia, ib]))
+    sig = _gather_signatures(ctx, pos)
+    return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
+                                                      np.searchsorted(pos, ib))),
+                      dtype=np.float64)
+
+
+def edges_digest(edges: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(edges).tobytes()).hexdigest()[:24]
+
+
+class BandKeys:
+    """The ``R x B`` band keys of the representatives, read from the signature
+    blocks on demand (what :func:`gpu_dedup.stages.lsh.verified_edges` needs
+    for re-anchoring).
+
+    ``keys[rows, j]`` gathers band ``j`` of ``rows``; the rows of the last two
+    row arrays asked for are kept, since re-anchoring asks for every band of
+    the same rows in turn.
+    """
+
+    def __init__(self, ctx: Ctx, total: int, bands: int):
+        self.ctx = ctx
+        self.shape = (int(total), int(bands))
+        self._cache: list = []
+
+    def _rows(self, rows: np.ndarray) -> np.ndarray:
+        for obj, val in self._cache:
+            if obj is rows:
+                return val
+        rows_i = np.asarray(rows, dtype=np.int64)
+        out = np.empty((self.shape[1], rows_i.size), dtype=_U64)
+        if rows_i.size:
+            st = self.ctx.store
+            bi = np.searchsorted(self.ctx.block_starts, rows_i, side="right") - 1
+            for b in unique(bi):
+                blk = self.ctx.blocks[int(b)]
+                keys = st.load_npy(f"sig/{blk['key']}.keys.npy", mmap=True)
+                sel = np.flatnonzero(bi == b)
+                out[:, sel] = keys[:, rows_i[sel] - blk["r0"]]
+                del keys
+        self._cache = (self._cache + [(rows, out)])[-2:]
+        return out
+
+    def __getitem__(self, index):
+        rows, j = index
+        return self._rows(rows)[j]
