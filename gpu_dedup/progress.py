@@ -2,8 +2,8 @@
 
 :class:`StageProgress` is the ``on_stage`` / ``on_progress`` pair that
 :func:`gpu_dedup.pipeline.run` accepts: each stage gets its own line (a bar for
-the stages that report a fraction done, read and write; elapsed seconds for
-the others). Bars appear only after a stage has run for ``delay`` seconds, so
+every stage whose tasks report as they complete, on every executor; elapsed
+seconds for the report). Bars appear only after a stage has run for ``delay`` seconds, so
 short runs print nothing, and only when stderr is a terminal.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ def wanted(quiet: bool = False, stream=None) -> bool:
 
 
 #: Stages that report the fraction done; the others show elapsed seconds.
-FRACTION_STAGES = ("read", "write")
+FRACTION_STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "write")
 
 
 class StageProgress:

@@ -379,6 +379,8 @@ gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
 (similarity 1) are not drawn.</p></div></section>
 </div>
 <h2 id="largest">The {TOP_CLUSTERS} largest clusters</h2>
+<p class="note">Texts as they were compared: after normalization
+({_e(",".join(report["parameters"].get("normalize") or ["none"]))}).</p>
 {_clusters_html(result, corpus)}
 {bad_html}
 <h2>Inputs</h2><div class="panel"><table><tr><th>input</th><th>format</th><th>documents</th>

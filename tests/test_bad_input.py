@@ -137,8 +137,10 @@ def test_non_empty_output_survives_without_overwrite(tmp_path):
     assert (out / "sub" / "x").read_bytes() == b"\x00\x01"
     assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "out"]
     r = _run("run", src, "-o", out, "--overwrite", "--quiet")
-    assert r.returncode == 0 and not (out / "precious.txt").exists()
-    assert (out / "report.json").exists()
+    assert r.returncode == 0 and (out / "report.json").exists()
+    # --overwrite replaces a run's outputs, never a file the run did not make
+    assert (out / "precious.txt").read_text() == "keep me"
+    assert (out / "sub" / "x").read_bytes() == b"\x00\x01"
 
 
 def test_skip_bad_records_counts_lists_and_keeps_every_valid_one(tmp_path):
@@ -172,7 +174,7 @@ def test_skip_bad_records_counts_lists_and_keeps_every_valid_one(tmp_path):
             or ln.startswith(b'{"id": "u1"')]
     want = [ln for ln in want if json.loads(ln.decode("utf-8", "replace"))["id"] in kept]
     got = (out / "data" / "a.jsonl").read_bytes().split(b"\n")[:-1]
-    assert [json.loads(g)["id"] for g in got] == [json.loads(w.decode("utf-8", "replace"))["id"]
+    assert [json.loads(g.decode("utf-8", "replace"))["id"] for g in got] == [json.loads(w.decode("utf-8", "replace"))["id"]
                                                   for w in want]
 
 

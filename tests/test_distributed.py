@@ -12,10 +12,9 @@ import time
 
 import pytest
 
-from gpu_dedup.distributed import InProcess, make_executor, parse_scheduler
+from gpu_dedup.engine.executors import InProcess, make_executor, parse_scheduler
 from gpu_dedup.errors import ConfigError
-from gpu_dedup.staged import run_staged
-from test_staged import CFG, make_texts, output_bytes, run, write_inputs
+from test_staged import CFG, make_texts, output_bytes, run, run_staged, write_inputs
 
 distributed = pytest.importorskip(
     "distributed", reason="Dask's distributed scheduler is not installed "

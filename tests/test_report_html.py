@@ -82,13 +82,15 @@ def test_page_holds_the_counts_plots_and_clusters(page):
         assert m and int(m.group(1).replace(",", "")) == report["documents"][want]
     b, r = report["parameters"]["bands"], report["parameters"]["rows"]
     assert f"{b} bands x {r} rows" in html and "threshold 0.5" in html
-    for stage in ("read", "signatures", "lsh", "verify", "write"):
+    for stage in ("prepare", "signatures", "lsh", "verify", "write"):
         assert f">{stage}</text>" in html
     # the largest clusters first: sizes in the headings never grow
     sizes = [int(s.replace(",", "")) for s in re.findall(r"<h3>#\d+: ([\d,]+) documents", html)]
     assert 0 < len(sizes) <= 20 and sizes == sorted(sizes, reverse=True)
     assert sizes[0] == 5                           # one kept + four edits
-    assert "<del>" in html and "<ins>EDITED&lt;i&gt;</ins>" in html
+    # texts as compared: normalized (lower-cased here), escaped
+    assert "<del>" in html and "<ins>edited&lt;i&gt;</ins>" in html
+    assert "after normalization" in html
 
 
 def test_corpus_text_is_escaped_and_nothing_is_fetched(page):

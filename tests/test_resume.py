@@ -14,22 +14,29 @@ import pytest
 
 from gpu_dedup.config import Config
 from gpu_dedup.errors import ConfigError
-from gpu_dedup.staged import _clean_stale_outputs, run_staged
-from gpu_dedup.workdir import WorkDir
-from test_staged import CFG, make_texts, run, write_inputs
+from gpu_dedup.engine.store import DiskStore as WorkDir
+from test_staged import CFG, make_texts, run, run_staged, write_inputs
 
 LIMIT = "64KiB"          # many chunks and units, so a kill lands mid-stage
 
 CHILD = r"""
 import json, os, signal, sys
 from gpu_dedup.config import Config
-from gpu_dedup.staged import run_staged
+from gpu_dedup.engine import runner
+from gpu_dedup.pipeline import run
 a = json.loads(sys.argv[1])
-def progress(stage, done, total):
-    if stage == a.get("kill_stage") and done >= a["kill_after"]:
-        os.kill(os.getpid(), signal.SIGKILL)
-run_staged(a["inputs"], a["output"], Config(**a["cfg"]), memory_limit=a["limit"],
-           work_dir=a["work"], on_progress=progress)
+stage = [None]
+def progress(fraction):
+    pass
+class Kill(runner.Runner):
+    def _progress(self, name, done, total):
+        if name == a.get("kill_stage") and done >= a["kill_after"]:
+            os.kill(os.getpid(), signal.SIGKILL)
+runner.Runner = Kill
+import gpu_dedup.pipeline as pl
+pl.Runner = Kill
+run(a["inputs"], a["output"], Config(**a["cfg"]), partition_bytes=a["limit"],
+    work_dir=a["work"], html=False)
 """
 
 
@@ -119,7 +126,7 @@ def test_completed_stages_are_reused_and_changes_are_not(corpus, tmp_path):
     again = run_staged(paths, str(tmp_path / "b"), CFG, memory_limit=LIMIT, work_dir=work,
                        keep_work_dir=True)
     assert again["work"]["dir"] == first["work"]["dir"]
-    for stage in ("prepare", "exact", "signatures", "lsh", "verify", "components"):
+    for stage in ("prepare", "exact", "signatures", "lsh", "verify", "select"):
         assert again["work"]["reused"].get(stage), stage
     assert_same_outputs(ref, str(tmp_path / "b"))
     # another threshold: another work directory, nothing reused
@@ -128,12 +135,24 @@ def test_completed_stages_are_reused_and_changes_are_not(corpus, tmp_path):
                          keep_work_dir=True)
     assert changed["work"]["dir"] != first["work"]["dir"]
     assert changed["work"]["reused"] == {}
-    # a touched input: its identity (size, mtime) changes the directory too
+    # a touched input with the same bytes is the same input: its work is reused
     st = os.stat(paths[0])
     os.utime(paths[0], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    touched = run_staged(paths, str(tmp_path / "d"), CFG, memory_limit=LIMIT, work_dir=work)
-    assert touched["work"]["dir"] != first["work"]["dir"]
-    assert touched["work"]["reused"] == {}
+    touched = run_staged(paths, str(tmp_path / "d"), CFG, memory_limit=LIMIT, work_dir=work,
+                         keep_work_dir=True)
+    assert touched["work"]["dir"] == first["work"]["dir"]
+    # an input changed in place, same size and modification time: nothing reused
+    st = os.stat(paths[0])
+    with open(paths[0], "r+b") as f:
+        raw = f.read()
+        at = raw.index(b"w1")
+        f.seek(at)
+        f.write(b"w2" if raw[at:at + 2] != b"w2" else b"w3")
+    os.utime(paths[0], ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(paths[0]).st_size == st.st_size
+    changed = run_staged(paths, str(tmp_path / "e"), CFG, memory_limit=LIMIT, work_dir=work)
+    assert changed["work"]["dir"] != first["work"]["dir"]
+    assert changed["work"]["reused"] == {}
 
 
 def test_work_dir_lock_and_leftover_temporary_files(tmp_path):
@@ -150,16 +169,3 @@ def test_work_dir_lock_and_leftover_temporary_files(tmp_path):
     finally:
         wd.close()
     WorkDir(str(root)).open().close()          # free again once closed
-
-
-def test_stale_output_folders_of_dead_runs_are_removed(tmp_path):
-    out = tmp_path / "out"
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    dead = tmp_path / f".out.tmp-{p.pid}"
-    dead.mkdir()
-    alive = tmp_path / f".out.tmp-{os.getpid()}"
-    alive.mkdir()
-    _clean_stale_outputs(str(out))
-    assert not dead.exists()
-    assert alive.exists()

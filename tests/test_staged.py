@@ -1,5 +1,6 @@
-"""The staged (out-of-core) run gives the in-memory run's outputs byte for
-byte, whatever the memory budget, input format or configuration."""
+"""The out-of-core run (the disk store, many partitions) gives the in-memory
+run's outputs byte for byte, whatever the partitioning, input format or
+configuration."""
 from __future__ import annotations
 
 import gzip
@@ -16,8 +17,9 @@ from gpu_dedup.engine import deduplicate
 from gpu_dedup.errors import ConfigError, InputError
 from gpu_dedup.kernels import cpu
 from gpu_dedup.pipeline import run as _pipeline_run
-from gpu_dedup.staged import (anchor_edges, anchor_edges_segments, key_partition, make_plan,
-                              plan_reads, run_staged, stream_chunks)
+from gpu_dedup.engine.plan import make_plan
+from gpu_dedup.engine.tasks import key_partition
+from gpu_dedup.io.plan import plan_reads, stream_chunks
 
 # Few words and narrow bands: many unrelated documents share buckets, so
 # verification rejects anchor edges and re-anchoring needs several rounds.
@@ -31,6 +33,27 @@ def run(inputs, output, cfg, **kw):
     if "html" in inspect.signature(_pipeline_run).parameters:
         kw.setdefault("html", False)
     return _pipeline_run(inputs, output, cfg, **kw)
+
+
+def run_staged(inputs, output, cfg, memory_limit=None, **kw):
+    """Out of core: the disk store (a work directory beside ``output``), each
+    task's share ``memory_limit`` (partitions of that size)."""
+    import inspect
+    if "html" in inspect.signature(_pipeline_run).parameters:
+        kw.setdefault("html", False)
+    kw.setdefault("work_dir", os.path.join(os.path.dirname(str(output)),
+                                           ".work-" + os.path.basename(str(output))))
+    return _pipeline_run(inputs, output, cfg, partition_bytes=memory_limit, **kw)
+
+
+def anchor_edges_segments(keys, docs, seg):
+    return cpu.segment_bucket_edges(keys, docs, seg)
+
+
+def anchor_edges(keys):
+    n, b = keys.shape
+    flat = np.ascontiguousarray(keys.T).reshape(-1)
+    return anchor_edges_segments(flat, np.zeros(0, np.int64), np.arange(b + 1) * n)
 
 
 def make_texts(n_base: int, seed: int = 0) -> list[str]:
@@ -85,7 +108,7 @@ def output_bytes(folder) -> dict[str, bytes]:
     out = {}
     for root, _dirs, names in os.walk(folder):
         for n in names:
-            if n in ("report.json", "report.html"):      # timings differ
+            if n in ("report.json", "report.html") or n.startswith(".gpu-dedup"):  # timings
                 continue
             p = os.path.join(root, n)
             with open(p, "rb") as f:
@@ -116,11 +139,12 @@ def test_default_budget_equals_in_memory_run(corpus, tmp_path):
     paths, ref, ref_report = corpus
     assert ref_report["edges"]["rounds"] > 1          # re-anchoring is exercised
     assert ref_report["documents"]["invalid_utf8_replaced"] == 1
-    report = run_staged(paths, str(tmp_path / "out"), CFG)
+    report = run_staged(paths, str(tmp_path / "out"), CFG, html=True)
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
     assert report["work"]["chunks"] == len(paths)     # every file fits: one chunk each
     assert set(report["memory"]["peak_rss_bytes"]) >= {"prepare", "exact", "signatures", "lsh",
-                                                        "verify", "components", "write"}
+                                                        "verify", "select", "write"}
+    assert report["work"]["store"] == "disk"
     assert report["scheduler"]["scheduler"] == "none"
     assert not os.path.exists(report["work"]["dir"])  # removed after success
     assert os.path.getsize(tmp_path / "out" / "report.html") > 1000
@@ -139,7 +163,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path):
     assert w["units"]["signatures"] > 1
     assert w["units"]["lsh"] > CFG.bands
     assert w["units"]["verify"] > 1
-    assert report["memory"]["limit_bytes"] == 64 * 1024
+    assert report["work"]["plan"]["task_bytes"] == 64 * 1024
 
 
 def test_result_does_not_depend_on_the_budget(corpus, tmp_path):
@@ -224,7 +248,7 @@ def test_plan_reads_cover_each_file_exactly(tmp_path):
 
 
 def test_plan_scales_with_the_budget():
-    small = make_plan(64 << 20)
+    small = make_plan(256 << 20)
     big = make_plan(8 << 30)
     assert small.chunk_bytes < big.chunk_bytes
     assert big.chunk_bytes & (big.chunk_bytes - 1) == 0
@@ -290,11 +314,15 @@ def test_refuses_non_empty_output_and_bad_options(corpus, tmp_path):
         run_staged(paths, str(out), CFG)
     assert (out / "x").read_text() == "keep me"
     with pytest.raises(ConfigError, match="memory-limit"):
-        run_staged(paths, str(tmp_path / "o"), CFG, memory_limit="lots")
+        _pipeline_run(paths, str(tmp_path / "o"), CFG, memory_limit="lots")
     with pytest.raises(ConfigError, match="scheduler"):
         run_staged(paths, str(tmp_path / "o"), CFG, scheduler="mpi")
     with pytest.raises(ConfigError, match="work-dir"):
         run_staged(paths, str(tmp_path / "o"), CFG, work_dir=os.path.dirname(paths[0]))
+    # a budget below what a run can honour is refused at once, naming the smallest
+    with pytest.raises(ConfigError, match=r"memory-limit 1.00 KiB is below .* 256.00 MiB"):
+        _pipeline_run(paths, str(tmp_path / "o"), CFG, memory_limit="1KiB")
+    assert not (tmp_path / "o").exists()
 
 
 def test_overwrite_replaces_the_output(corpus, tmp_path):
@@ -303,7 +331,8 @@ def test_overwrite_replaces_the_output(corpus, tmp_path):
     out.mkdir()
     (out / "old").write_text("x")
     report = run_staged(paths, str(out), CFG, overwrite=True, memory_limit="256KiB")
-    assert not (out / "old").exists()
+    assert (out / "old").read_text() == "x"      # not ours: left alone
+    (out / "old").unlink()
     assert_same(ref_report, ref, report, str(out))
 
 

@@ -339,17 +339,17 @@ class Runner:
                     count = [0]
 
                     def on_done(j, r):
-                        count[0] += 1
-                        self._progress("verify", count[0], len(todo))
-
-                    results = self.ex.map(tasks.task_score, [batches[i] for i in todo],
-                                          self.ctx, on_done=on_done)
-                    for i, r in zip(todo, results):
-                        if st.kind == "disk":
+                        i = todo[j]
+                        if st.kind == "disk":       # saved as it completes: a rerun reuses it
                             name = f"verify/c{c:03d}/b{i:06d}"
                             st.save_npy(f"{name}.npy", r)
                             st.mark_done(name, {"digest": edges_digest(batches[i])})
                         out[i] = r
+                        count[0] += 1
+                        self._progress("verify", count[0], len(todo))
+
+                    self.ex.map(tasks.task_score, [batches[i] for i in todo], self.ctx,
+                                on_done=on_done)
                 if len(out) == 1:
                     return out[0]
                 return np.concatenate(out) if out else np.zeros(0, np.float64)

@@ -104,6 +104,9 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     word = cfg.shingle == "word"
     texts = d["texts"]
     n = len(texts)
+    roff, rdata = text_buffers(texts)
+    if cfg.keep == "longest":        # first: a device keeps the normalized text afterwards
+        st.save_npy(f"prep/{key}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
     norm = normalize_text(texts, cfg.normalize)
     st.save_arrow(f"prep/{key}/text.arrow", {"text": norm})
     off, data = st.buffers(f"prep/{key}/text.arrow")
@@ -124,9 +127,6 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
         ioff, idata = text_buffers(ids)
         st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
         st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
-    roff, rdata = text_buffers(texts)
-    if cfg.keep == "longest":
-        st.save_npy(f"prep/{key}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
     st.save_npy(f"prep/{key}/fp.npy", fp)
     st.save_npy(f"prep/{key}/active.npy", active)
     st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
@@ -385,9 +385,17 @@ def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
         db = np.array(reps[ib])
         del reps
         docs = unique(np.concatenate([da, db]))
-        off, data = text_buffers(gather(ctx, docs, "text.arrow"))
-        la = np.searchsorted(docs, da).astype(np.int64)
-        lb = np.searchsorted(docs, db).astype(np.int64)
+        ci = np.searchsorted(ctx.doc_starts, docs[[0, -1]], side="right") - 1
+        if ci[0] == ci[1]:
+            # one chunk: its own buffers (no copy; a device may hold them already)
+            c = int(ci[0])
+            off, data = ctx.store.buffers(f"prep/{ctx.chunks[c]['key']}/text.arrow")
+            d0 = int(ctx.doc_starts[c])
+            la, lb = da - d0, db - d0
+        else:
+            off, data = text_buffers(gather(ctx, docs, "text.arrow"))
+            la = np.searchsorted(docs, da).astype(np.int64)
+            lb = np.searchsorted(docs, db).astype(np.int64)
         return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
                                               la, lb)), dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
