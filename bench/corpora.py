@@ -204,6 +204,38 @@ def debian_paragraphs(n_docs: int | None = None, data_dir: str | None = None) ->
                                  f"{desc} of {DEBIAN_GLOB}"))
 
 
+CHANGELOG_GLOB = "/usr/share/doc/*/changelog.Debian.gz"
+
+
+def debian_text(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """Real text in larger numbers: the copyright paragraphs, then the
+    blank-line-separated entries of every ``changelog.Debian.gz`` (files in
+    sorted order), the first ``n_docs`` of them or all."""
+    import gzip
+    suffix = "" if n_docs is None else f"_{n_docs}"
+    path = os.path.join(_data_dir(data_dir), f"debian_text{suffix}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    texts = debian_paragraph_texts()
+    for p in sorted(glob.glob(CHANGELOG_GLOB)):
+        if n_docs is not None and len(texts) >= n_docs:
+            break
+        try:
+            with gzip.open(p, "rb") as f:
+                raw = f.read().decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        texts += [x.strip() for x in raw.split("\n\n") if x.strip()]
+    if n_docs is not None:
+        texts = texts[:n_docs]
+    nbytes = write_jsonl(path, texts)
+    return _save_meta(CorpusSpec(
+        f"debian-text-{len(texts)}", path, len(texts), nbytes, "char", 5, 0.8,
+        f"{len(texts):,} real paragraphs: {DEBIAN_GLOB} paragraphs, then {CHANGELOG_GLOB} "
+        f"entries"))
+
+
 def debian_lines() -> list[str]:
     """Distinct non-blank lines (stripped, whitespace folded) of the copyright
     files, at least 12 characters long, in first-seen order."""
@@ -310,4 +342,5 @@ BUILDERS = {
     "debian-files": debian_files,
     "debian-paragraphs": debian_paragraphs,
     "debian-short": debian_short,
+    "debian-text": debian_text,
 }
