@@ -87,7 +87,7 @@ class Runner:
             if self.monitor is None:
                 yield
             else:
-                with self.monitor.stage(name):
+                with self.monitor.stage(name, release=self.store.kind == "disk"):
                     yield
 
     def _progress(self, stage: str, done: int, total: int) -> None:
@@ -354,9 +354,11 @@ class Runner:
                     return out[0]
                 return np.concatenate(out) if out else np.zeros(0, np.float64)
 
+            self.ctx.sets = self._shared_sets(first)
             keys = BandKeys(self.ctx, self.R, cfg.bands)
             er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
                                 accept_all=not cfg.verify)
+            self.ctx.sets = None
             st.save_npy("verify/accepted.npy", er.accepted)
             st.save_npy("verify/scores.npy", er.scores)
             meta = {"candidates": er.candidates, "rounds": er.rounds,
@@ -364,6 +366,23 @@ class Runner:
                     "units": max(1, calls[0])}
             st.mark_done("stage/verify", meta)
         self.verify_meta = meta
+
+    def _shared_sets(self, first: np.ndarray):
+        """The shingle sets of every document of the first round's edges,
+        built once when the corpus is one chunk held in this process's
+        memory: later rounds only re-anchor among those documents, so every
+        round's scoring reads them instead of building sets again. None
+        otherwise (tasks then build the sets of their own batch)."""
+        cfg = self.cfg
+        if (self.store.kind != "memory" or len(self.chunks) != 1 or not first.size
+                or not (cfg.verify and cfg.similarity == "jaccard")):
+            return None
+        ia, ib = unpack_edges(first)
+        docs = self.reps[unique(np.concatenate([ia, ib]))]
+        off, data = self.store.buffers(f"prep/{self.chunks[0]['key']}/text.arrow")
+        in_sets = np.zeros(self.N, dtype=bool)
+        in_sets[docs] = True
+        return self.be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, docs), in_sets
 
     def select(self) -> None:
         """Connected components of the exact and accepted edges, and the kept

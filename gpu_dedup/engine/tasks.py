@@ -62,6 +62,7 @@ class Ctx:
     on_bad_record: str = "error"
     gpu_memory: object = None
     backend_key: tuple | None = None
+    sets: tuple | None = None       # (shingle sets, membership mask) shared by verify tasks
     chunks: list = field(default_factory=list)
     doc_starts: np.ndarray | None = None
     blocks: list = field(default_factory=list)
@@ -350,6 +351,8 @@ def gather_ids(ctx: Ctx, docs: np.ndarray) -> pa.Array:
     docs = np.asarray(docs, dtype=np.int64)
     if docs.size == 0:
         return pa.array([], pa.large_string())
+    if len(ctx.chunks) == 1:
+        return ctx.store.column(f"prep/{ctx.chunks[0]['key']}/ids.arrow").take(pa.array(docs))
     u, inv = unique(docs, return_inverse=True)
     return gather(ctx, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
 
@@ -384,6 +387,10 @@ def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
         da = np.array(reps[ia])
         db = np.array(reps[ib])
         del reps
+        if ctx.sets is not None:
+            sets, in_sets = ctx.sets
+            if in_sets[da].all() and in_sets[db].all():
+                return np.asarray(host(be, be.jaccard_sets(sets, da, db)), dtype=np.float64)
         docs = unique(np.concatenate([da, db]))
         ci = np.searchsorted(ctx.doc_starts, docs[[0, -1]], side="right") - 1
         if ci[0] == ci[1]:
