@@ -37,6 +37,15 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
 import corpora  # noqa: E402
+import results  # noqa: E402
+
+LINES: list[str] = []
+
+
+def say(line: str = "") -> None:
+    """Print a line of the section and keep it for RESULTS.md."""
+    print(line, flush=True)
+    LINES.append(line)
 
 ARGS = ["--shingle", "char", "--ngram", "5", "--normalize", "none", "--num-perm", "128",
         "--threshold", "0.8", "--overwrite", "--quiet", "--no-html"]
@@ -77,7 +86,9 @@ def keys(obj, prefix=""):
 
 def matrix(tmp: str) -> None:
     spec = corpora.debian_text(40_000)
-    print(f"corpus: {spec.name}, {spec.docs:,} documents, {spec.bytes / 2**20:.1f} MiB")
+    say(f"`python bench/one_engine.py --matrix`: {spec.name}, {spec.docs:,} real documents, "
+        f"{spec.bytes / 2**20:.1f} MiB; char 5-grams, normalize none, 128 hashes, t = 0.8.")
+    say()
     modes = {
         "in memory": [],
         "256MiB budget, work directory": ["--memory-limit", "256MiB",
@@ -86,8 +97,8 @@ def matrix(tmp: str) -> None:
         "dask processes x2": ["--scheduler", "processes", "--workers", "2"],
     }
     ref = None
-    print("| mode | store | seconds | outputs identical | report keys identical |")
-    print("|---|---|---|---|---|")
+    say("| mode | store | seconds | outputs identical | report keys identical |")
+    say("|---|---|---|---|---|")
     for name, extra in modes.items():
         out = os.path.join(tmp, "m" + hashlib.sha1(name.encode()).hexdigest()[:8])
         secs, _ = gd(ROOT, "run", spec.path, "-o", out, *ARGS, *extra)
@@ -96,8 +107,8 @@ def matrix(tmp: str) -> None:
         got = (digests(out), keys(rep), list(rep["seconds"]))
         if ref is None:
             ref = got
-        print(f"| {name} | {rep['work']['store']} | {secs:.1f} | {got[0] == ref[0]} | "
-              f"{got[1:] == ref[1:]} |", flush=True)
+        say(f"| {name} | {rep['work']['store']} | {secs:.1f} | {got[0] == ref[0]} | "
+            f"{got[1:] == ref[1:]} |")
         shutil.rmtree(out, ignore_errors=True)
 
 
@@ -113,10 +124,25 @@ def speed(old: str, repeat: int, tmp: str) -> None:
             times[label].append(secs)
             print(f"  {label}: {secs:.2f}s", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
-    print(f"corpus: {spec.name}, {spec.docs:,} documents; medians of {repeat} alternating runs")
+    say()
+    say(f"`python bench/one_engine.py --speed --old OLD`: {spec.name}, {spec.docs:,} documents, "
+        f"the whole `gpu-dedup run` process, medians of {repeat} alternating runs; OLD = "
+        f"{_commit(old)}.")
+    say()
+    say("| tree | seconds | docs/s |")
+    say("|---|---|---|")
     for k, v in med.items():
-        print(f"| {k} | {v:.2f} s | {spec.docs / v:,.0f} docs/s |")
-    print(f"this tree / old: {med['this tree'] / med['old']:.3f}")
+        say(f"| {k} | {v:.2f} | {spec.docs / v:,.0f} |")
+    say()
+    say(f"This tree takes {med['this tree'] / med['old']:.3f}x the old tree's time.")
+
+
+def _commit(tree: str) -> str:
+    try:
+        return subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip() or tree
+    except OSError:
+        return tree
 
 
 def main() -> int:
@@ -125,6 +151,7 @@ def main() -> int:
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--old", help="the checkout to compare with (for --speed)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-save", action="store_true", help="do not update bench/RESULTS.md")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gpu-dedup-one-engine-")
     try:
@@ -136,6 +163,8 @@ def main() -> int:
             speed(a.old, a.repeat, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if LINES and not a.no_save:
+        results.save("one-engine", "\n".join(LINES), {"lines": LINES})
     return 0
 
 

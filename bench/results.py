@@ -18,9 +18,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["speed", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["speed", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
     "speed": "One million short documents: gpu_dedup beside rensa and datasketch",
+    "one-engine": "One engine: every mode, the same bytes; in-memory speed against the previous tree",
     "gpu": "One H200: `python bench/gpu_check.py`",
     "comparison-quick": "Side by side: `python bench/run.py --quick`",
     "comparison-full": "Side by side: `python bench/run.py` (full)",

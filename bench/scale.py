@@ -155,7 +155,7 @@ def warm_up(out_root: str) -> None:
     with open(src, "w") as f:
         for i in range(2000):
             f.write(json.dumps({"id": str(i), "text": f"warm up document {i % 700} " * 4}) + "\n")
-    r = measured(staged_cmd([src], os.path.join(out_root, "warm-out"), "64MiB"))
+    r = measured(staged_cmd([src], os.path.join(out_root, "warm-out"), "256MiB"))
     if r["rc"] != 0:
         sys.exit(f"warm-up run failed:\n{r['stderr']}")
 
