@@ -117,7 +117,11 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
             key = {"format": FORMAT_VERSION, "config": cfg.to_dict(), "text_field": text_field,
                    "id_field": id_field, "on_bad_record": on_bad_record,
                    "inputs": input_identity(paths), "plan": plan.key()}
-            store = DiskStore(work_dir_for(output, work_dir, cfg.name, key)).open()
+            root = work_dir_for(output, work_dir, cfg.name, key)
+            try:
+                store = DiskStore(root).open()
+            except OSError as exc:
+                raise _os_error(exc, root) from exc
             log.info("work directory: %s", store.root)
         else:
             store = MemoryStore()
@@ -172,6 +176,7 @@ def _report(runner, outputs, device_line, on_bad_record, monitor, executor, t_st
         "measured": "resident set of this process and its children",
     }
     memory["device_peak_bytes"] = runner.stats().get("device_peak_bytes")   # None: no device
+    memory["warning"] = None
     if peak > PEAK_WARNING * plan.budget:
         memory["warning"] = (f"peak resident memory {format_size(peak)} exceeded "
                              f"{PEAK_WARNING:g}x the budget of {format_size(plan.budget)}")
