@@ -137,17 +137,14 @@ def test_out_of_core_under_a_small_budget(corpus, tmp_path):
     assert not os.path.exists(report["work"]["dir"])        # removed after success
 
 
-def test_plan_goes_to_disk_when_the_inputs_may_not_fit(corpus, tmp_path):
-    _folder, paths, ref, ref_report = corpus
-    big = sum(os.path.getsize(p) for p in paths)
-    out = str(tmp_path / "out")
-    # a budget smaller than what holding these inputs may take
-    from gpu_dedup.engine.plan import MEMORY_PER_INPUT_BYTE
-    assert big * MEMORY_PER_INPUT_BYTE > 0
-    report = run(paths, out, CFG, memory_limit="256MiB", partition_bytes="64KiB")
-    assert report["work"]["store"] in ("memory", "disk")
-    assert report["work"]["reason"]
-    assert_same_run(ref, ref_report, out, report)
+def test_plan_goes_to_disk_when_the_inputs_may_not_fit():
+    from gpu_dedup.engine.plan import MEMORY_PER_INPUT_BYTE, make_plan
+    budget = 256 << 20
+    fits = make_plan(budget, 1, budget // (4 * MEMORY_PER_INPUT_BYTE))
+    big = make_plan(budget, 1, budget // MEMORY_PER_INPUT_BYTE)
+    assert fits.store == "memory" and big.store == "disk"
+    assert "more than the budget" in big.reason
+    assert make_plan(budget, 1, 0, shared_memory=False).store == "disk"
 
 
 def test_dask_threads(corpus, tmp_path):
