@@ -107,6 +107,16 @@ class Backend(Protocol):
         """
         ...
 
+    def segment_buckets(self, keys, docs, seg):
+        """The buckets of two or more members of several key segments.
+
+        Arguments as for :meth:`segment_bucket_edges`. Returns ``(off,
+        members)``: int64 bucket boundaries and member positions, ascending
+        inside a bucket, buckets in order of segment then of first member.
+        Equal to ``kernels.cpu.segment_buckets``.
+        """
+        ...
+
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
         """Sorted unique shingle hashes of documents ``docs`` (sorted
         indices): an opaque handle for :meth:`jaccard_sets`, of the form
@@ -208,6 +218,15 @@ class CpuBackend:
         seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
         self._k.check_segments(keys, docs, seg)
         return self._k.segment_bucket_edges(keys, docs, seg)
+
+    def segment_buckets(self, keys, docs, seg):
+        """Buckets of several key segments: ``kernels.cpu.segment_buckets``
+        (see :meth:`Backend.segment_buckets`)."""
+        keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
+        docs = np.ascontiguousarray(docs, dtype=np.int64).reshape(-1)
+        seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
+        self._k.check_segments(keys, docs, seg)
+        return self._k.segment_buckets(keys, docs, seg)
 
     # -- verification -----------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):

@@ -44,6 +44,7 @@ import numpy as np
 from .arrays import unique
 from .errors import DeviceError
 from .stages.components import scipy_components
+from .stages.lsh import take_buckets
 
 log = logging.getLogger("gpu_dedup")
 
@@ -305,6 +306,30 @@ def segment_edges_frame(frames, xp, keys, docs, seg):
     return xp.unique(_band_edges(xp, xp.asarray(df["key"].values, dtype=xp.uint64),
                                  xp.asarray(df["doc"].values, dtype=xp.int64),
                                  xp.asarray(df["seg"].values, dtype=xp.int64)))
+
+
+def segment_buckets_sorted(xp, keys, docs, seg):
+    """The buckets of two or more members of several key segments, from a
+    stable sort by (segment, key) in the array module ``xp``: equal to
+    ``kernels.cpu.segment_buckets`` (same arguments, ``(off, members)`` of
+    ``xp``)."""
+    seg = np.asarray(seg, dtype=np.int64)
+    if seg.shape[0] < 2 or int(seg[-1]) - int(seg[0]) < 2:
+        return xp.zeros(1, dtype=xp.int64), xp.zeros(0, dtype=xp.int64)
+    k, d, sid = _segment_layout(xp, keys, docs, seg)
+    order = xp.argsort(k, kind="stable")
+    if seg.shape[0] > 2:
+        order = order[xp.argsort(sid[order], kind="stable")]
+    k, d, sid = k[order], d[order], sid[order]
+    n = k.shape[0]
+    start = xp.ones(n, dtype=xp.bool_)
+    start[1:] = (k[1:] != k[:-1]) | (sid[1:] != sid[:-1])
+    heads = xp.flatnonzero(start)
+    off = xp.concatenate([heads, xp.asarray([n], dtype=heads.dtype)]).astype(xp.int64)
+    big = xp.flatnonzero((off[1:] - off[:-1]) >= 2)
+    # in order of segment, then of first member
+    big = big[xp.lexsort(xp.stack([d[heads[big]], sid[heads[big]]]))]
+    return take_buckets(off, d, big, xp)
 
 
 # -- the backend -------------------------------------------------------------------
@@ -604,10 +629,6 @@ class GpuBackend:
             ValueError: the arrays do not describe segments of keys.
         """
         xp = self.xp
-        seg = np.ascontiguousarray(self.to_host(seg), dtype=np.int64).reshape(-1)
-        keys = keys.reshape(-1) if hasattr(keys, "reshape") else np.asarray(keys).reshape(-1)
-        docs = docs.reshape(-1) if hasattr(docs, "reshape") else np.asarray(docs).reshape(-1)
-        self._k_host.check_segments(keys, docs, seg)
         if self._grouping.startswith("cuDF"):
             import cudf
 
@@ -616,6 +637,42 @@ class GpuBackend:
         else:
             def group(k, d, s):
                 return segment_edges_sorted(xp, k, d, s)
+        parts = self._segment_groups(keys, docs, seg, group)
+        if len(parts) == 1 and parts[0][0]:
+            return parts[0][1]
+        if not parts:
+            return xp.zeros(0, dtype=xp.uint64)
+        return unique(np.concatenate([self.to_host(p) for _, p in parts])).astype(
+            np.uint64, copy=False)
+
+    def segment_buckets(self, keys, docs, seg):
+        """The buckets of two or more members of several key segments,
+        ``(off, members)``; equal to ``kernels.cpu.segment_buckets``. Batched
+        as :meth:`segment_bucket_edges`; on the host unless one group held
+        every segment."""
+        xp = self.xp
+
+        def group(k, d, s):
+            return segment_buckets_sorted(xp, k, d, s)
+        parts = self._segment_groups(keys, docs, seg, group)
+        if len(parts) == 1 and parts[0][0]:
+            return parts[0][1]
+        offs, mems, base = [np.zeros(1, np.int64)], [], 0
+        for _, (off, mem) in parts:
+            off = self.to_host(off)
+            offs.append(off[1:] + base)
+            base += int(off[-1])
+            mems.append(self.to_host(mem))
+        return np.concatenate(offs), (np.concatenate(mems) if mems else np.zeros(0, np.int64))
+
+    def _segment_groups(self, keys, docs, seg, group) -> list:
+        """``group(keys, docs, seg)`` over groups of whole segments of at most
+        a ``BATCH_SHARE`` of the budget (at least one segment each):
+        ``[(whole, result)]``, ``whole`` when one group held every segment."""
+        seg = np.ascontiguousarray(self.to_host(seg), dtype=np.int64).reshape(-1)
+        keys = keys.reshape(-1) if hasattr(keys, "reshape") else np.asarray(keys).reshape(-1)
+        docs = docs.reshape(-1) if hasattr(docs, "reshape") else np.asarray(docs).reshape(-1)
+        self._k_host.check_segments(keys, docs, seg)
         with self._tracked():
             g = seg.shape[0] - 1
             limit = max(int(BATCH_SHARE * self.budget) // SEGMENT_BYTES_PER_KEY, 1)
@@ -626,14 +683,10 @@ class GpuBackend:
                 j1 = min(max(j1, j0 + 1), g)
                 lo, hi = int(seg[j0]), int(seg[j1])
                 part_docs = docs[lo:hi] if docs.shape[0] else docs
-                edges = group(self._dev(keys[lo:hi]), self._dev(part_docs), seg[j0:j1 + 1] - lo)
-                if j0 == 0 and j1 == g:
-                    return edges
-                parts.append(self.to_host(edges))
+                out = group(self._dev(keys[lo:hi]), self._dev(part_docs), seg[j0:j1 + 1] - lo)
+                parts.append((j0 == 0 and j1 == g, out))
                 j0 = j1
-            if not parts:
-                return xp.zeros(0, dtype=xp.uint64)
-            return unique(np.concatenate(parts)).astype(np.uint64, copy=False)
+            return parts
 
     # -- verification ---------------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):

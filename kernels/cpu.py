@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (U64, band_key_start, band_key_step, is_space, permute,
-                      utf8_decode, xxh64)
+from .hashing import (GOLDEN, U64, band_key_start, band_key_step, fmix64, is_space,
+                      permute, utf8_decode, xxh64)
 
 SEED0 = U64(0)
 BLOCK = 256
@@ -262,6 +262,108 @@ def segment_bucket_edges(keys, docs, seg):
             packed[p] = out[b0 + e]
             p += 1
     return np.unique(packed)
+
+
+@njit(parallel=True, cache=True)
+def segment_buckets(keys, docs, seg):
+    """The buckets of two or more members of several key segments.
+
+    Arguments as for :func:`segment_bucket_edges`. Returns ``(off, members)``:
+    int64 bucket boundaries and the int64 member positions of each bucket,
+    ascending; buckets in order of segment, then of first member.
+    """
+    g = seg.shape[0] - 1
+    lo0 = seg[0] if g >= 0 else 0
+    total = seg[g] - lo0 if g >= 0 else 0
+    out_mem = np.empty(max(total, 1), np.int64)
+    out_size = np.empty(max(total, 1), np.int64)
+    n_mem = np.zeros(max(g, 1), np.int64)
+    n_bkt = np.zeros(max(g, 1), np.int64)
+    implicit = docs.shape[0] == 0
+    for j in prange(g):
+        lo = seg[j]
+        hi = seg[j + 1]
+        n = hi - lo
+        size = 1
+        while size < 2 * n + 2:
+            size <<= 1
+        mask = U64(size - 1)
+        tab_key = np.empty(size, np.uint64)
+        tab_id = np.full(size, -1, np.int64)
+        local = np.empty(max(n, 1), np.int64)
+        cnt = np.zeros(max(n, 1), np.int64)
+        nb = 0
+        for i in range(lo, hi):
+            k = keys[i]
+            slot = np.int64((k ^ (k >> U64(29))) & mask)
+            while True:
+                b = tab_id[slot]
+                if b < 0:
+                    tab_id[slot] = nb
+                    tab_key[slot] = k
+                    b = nb
+                    nb += 1
+                    break
+                if tab_key[slot] == k:
+                    break
+                slot = (slot + 1) & np.int64(size - 1)
+            local[i - lo] = b
+            cnt[b] += 1
+        pos = np.empty(max(nb, 1), np.int64)
+        p = 0
+        nbig = 0
+        base = lo - lo0
+        for b in range(nb):
+            if cnt[b] >= 2:
+                pos[b] = p
+                p += cnt[b]
+                out_size[base + nbig] = cnt[b]
+                nbig += 1
+            else:
+                pos[b] = -1
+        for i in range(lo, hi):
+            b = local[i - lo]
+            if pos[b] >= 0:
+                out_mem[base + pos[b]] = i - lo if implicit else docs[i]
+                pos[b] += 1
+        n_mem[j] = p
+        n_bkt[j] = nbig
+    m_total = 0
+    b_total = 0
+    for j in range(g):
+        m_total += n_mem[j]
+        b_total += n_bkt[j]
+    members = np.empty(m_total, np.int64)
+    off = np.zeros(b_total + 1, np.int64)
+    m = 0
+    q = 0
+    for j in range(g):
+        base = seg[j] - lo0
+        for e in range(n_mem[j]):
+            members[m + e] = out_mem[base + e]
+        m += n_mem[j]
+        for e in range(n_bkt[j]):
+            off[q + 1] = off[q] + out_size[base + e]
+            q += 1
+    return off, members
+
+
+@njit(parallel=True, cache=True)
+def bucket_hashes(off, members):
+    """Two 64-bit hashes of each bucket's member list (its size included),
+    to find buckets with the same members."""
+    nb = off.shape[0] - 1
+    h = np.empty((max(nb, 0), 2), np.uint64)
+    for b in prange(nb):
+        h1 = fmix64(U64(off[b + 1] - off[b]) * GOLDEN)
+        h2 = fmix64(h1 ^ U64(0x5851F42D4C957F2D))
+        for i in range(off[b], off[b + 1]):
+            x = U64(members[i])
+            h1 = fmix64(h1 ^ (x * GOLDEN))
+            h2 = fmix64((h2 + x) * U64(0xD6E8FEB86659FD93))
+        h[b, 0] = h1
+        h[b, 1] = h2
+    return h
 
 
 def check_segments(keys, docs, seg) -> None:

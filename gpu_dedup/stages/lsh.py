@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import unique
-from ..kernels.cpu import connected, union_edges
+from ..kernels.cpu import bucket_hashes, connected, union_edges
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
@@ -120,3 +120,51 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
     ok = np.ones(memo_keys.size, dtype=bool) if accept_all else memo_scores >= threshold
     return EdgeResult(memo_keys[ok], memo_scores[ok], int(memo_keys.size), rounds,
                       int(edges.size))
+
+
+def take_buckets(off, members, which, xp=np):
+    """Buckets ``which`` (in that order) of ``(off, members)``, arrays of the
+    array module ``xp`` (NumPy or CuPy)."""
+    sizes = (off[1:] - off[:-1])[which]
+    new_off = xp.zeros(sizes.shape[0] + 1, dtype=xp.int64)
+    new_off[1:] = xp.cumsum(sizes)
+    total = int(new_off[-1])
+    pos = xp.arange(total, dtype=xp.int64)
+    b = xp.searchsorted(new_off[1:], pos, side="right")
+    return new_off, members[off[:-1][which][b] + (pos - new_off[b])]
+
+
+def distinct_buckets(off: np.ndarray, members: np.ndarray):
+    """Buckets with the same members (two documents close enough to share
+    several bands) kept once, in a canonical order: by first member, then
+    by a hash of the members. The result depends only on the set of member
+    lists, not on how bands and keys were split into units.
+
+    Args:
+        off: int64 bucket boundaries; members: int64, ascending in a bucket.
+
+    Returns:
+        ``(off, members)`` of the distinct buckets.
+    """
+    off = np.ascontiguousarray(off, dtype=np.int64)
+    members = np.ascontiguousarray(members, dtype=np.int64)
+    nb = off.size - 1
+    if nb <= 0:
+        return np.zeros(1, np.int64), np.zeros(0, np.int64)
+    h = bucket_hashes(off, members)
+    first = members[off[:-1]]
+    order = np.lexsort((h[:, 1], h[:, 0], first))
+    hs, fs = h[order], first[order]
+    keep = np.ones(nb, bool)
+    keep[1:] = (fs[1:] != fs[:-1]) | (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])
+    return take_buckets(off, members, order[keep])
+
+
+def concat_buckets(parts: list):
+    """One ``(off, members)`` of a list of them."""
+    offs, mems, base = [np.zeros(1, np.int64)], [], 0
+    for off, mem in parts:
+        offs.append(np.asarray(off[1:], dtype=np.int64) + base)
+        base += int(off[-1])
+        mems.append(np.asarray(mem, dtype=np.int64))
+    return np.concatenate(offs), (np.concatenate(mems) if mems else np.zeros(0, np.int64))
