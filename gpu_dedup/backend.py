@@ -128,6 +128,14 @@ class Backend(Protocol):
         them in the handle ``sets`` from :meth:`shingle_sets`."""
         ...
 
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
+        """float64 exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of the handle
+        ``sets`` (positions in its sorted documents): :meth:`jaccard_sets`
+        without looking the documents up. With ``floor`` above 0 only the
+        values at or above it need be exact; a pair below it may get any
+        value below it (a backend may stop counting early)."""
+        ...
+
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
         """float64 exact Jaccard of the shingle sets of ``da[e]`` and
         ``db[e]`` (:meth:`shingle_sets` and :meth:`jaccard_sets` in one)."""
@@ -238,9 +246,18 @@ class CpuBackend:
 
     def jaccard_sets(self, sets, da, db):
         """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""
-        docs, set_off, values = sets
-        ia = np.searchsorted(docs, da).astype(np.int64)
-        ib = np.searchsorted(docs, db).astype(np.int64)
+        docs = sets[0]
+        return self.jaccard_rows(sets, np.searchsorted(docs, da).astype(np.int64),
+                                 np.searchsorted(docs, db).astype(np.int64))
+
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
+        """Exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of ``sets`` (at least
+        where it reaches ``floor``; see :meth:`Backend.jaccard_rows`)."""
+        _, set_off, values = sets
+        ia = np.asarray(ia, dtype=np.int64)
+        ib = np.asarray(ib, dtype=np.int64)
+        if floor > 0.0:
+            return self._k.jaccard_edges_at_least(set_off, values, ia, ib, float(floor))
         return self._k.jaccard_edges(set_off, values, ia, ib)
 
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):

@@ -736,11 +736,19 @@ class GpuBackend:
 
     def jaccard_sets(self, sets, da, db):
         """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""
+        docs = sets[0]
+        ia = np.searchsorted(docs, np.asarray(self.to_host(da))).astype(np.int64)
+        ib = np.searchsorted(docs, np.asarray(self.to_host(db))).astype(np.int64)
+        return self.jaccard_rows(sets, ia, ib)
+
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
+        """Exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of ``sets`` (positions
+        in its sorted documents); exact everywhere, whatever ``floor``."""
         xp = self.xp
-        docs, set_off, values = sets
+        _, set_off, values = sets
+        ia = np.asarray(self.to_host(ia), dtype=np.int64)
+        ib = np.asarray(self.to_host(ib), dtype=np.int64)
         with self._tracked():
-            ia = np.searchsorted(docs, np.asarray(self.to_host(da))).astype(np.int64)
-            ib = np.searchsorted(docs, np.asarray(self.to_host(db))).astype(np.int64)
             if self._resident(values):
                 return self._k.jaccard_edges(xp, self._dev(set_off), values, self._dev(ia),
                                              self._dev(ib))

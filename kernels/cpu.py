@@ -486,6 +486,49 @@ def _intersect_sorted(values, a0, a1, b0, b1):
     return c
 
 
+@njit(cache=True, inline="always")
+def _intersect_at_least(values, a0, a1, b0, b1, need):
+    """The size of the intersection, or a smaller number as soon as it
+    cannot reach ``need``."""
+    c = 0
+    while a0 < a1 and b0 < b1:
+        if c + min(a1 - a0, b1 - b0) < need:
+            return c
+        x = values[a0]
+        y = values[b0]
+        if x == y:
+            c += 1
+            a0 += 1
+            b0 += 1
+        elif x < y:
+            a0 += 1
+        else:
+            b0 += 1
+    return c
+
+
+@njit(parallel=True, cache=True)
+def jaccard_edges_at_least(set_off, values, ia, ib, floor):
+    """As :func:`jaccard_edges`, exact where the Jaccard is at least
+    ``floor``; below it, some value below ``floor`` (work stops as soon as
+    the intersection cannot reach it)."""
+    E = ia.shape[0]
+    out = np.empty(E, np.float64)
+    for e in prange(E):
+        a0 = set_off[ia[e]]
+        a1 = set_off[ia[e] + 1]
+        b0 = set_off[ib[e]]
+        b1 = set_off[ib[e] + 1]
+        total = (a1 - a0) + (b1 - b0)
+        # J >= floor needs inter >= floor * total / (1 + floor)
+        need = np.int64(np.ceil(floor * total / (1.0 + floor) - 1e-9))
+        inter = _intersect_at_least(values, a0, a1, b0, b1, need)
+        union = total - inter
+        j = inter / union if union > 0 else 0.0
+        out[e] = j if inter >= need else min(j, np.nextafter(floor, 0.0))
+    return out
+
+
 @njit(parallel=True, cache=True)
 def jaccard_edges(set_off, values, ia, ib):
     """Exact Jaccard of the sets ``ia[e]`` and ``ib[e]`` (indices into the CSR)."""
@@ -711,3 +754,43 @@ def connected(parent, ea, eb):
     for e in range(ea.shape[0]):
         out[e] = _find(parent, ea[e]) == _find(parent, eb[e])
     return out
+
+
+@njit(cache=True)
+def _slot_of(keys, k):
+    mask = U64(keys.shape[0] - 1)
+    slot = np.int64(fmix64(k) & mask)
+    while keys[slot] != k and keys[slot] != 0:
+        slot = (slot + 1) & np.int64(keys.shape[0] - 1)
+    return slot
+
+
+@njit(cache=True)
+def table_find(keys, vals, q, out):
+    """Look up the non-zero uint64 keys ``q`` in the open-addressing table
+    ``(keys, vals)`` (zero marks an empty slot): ``out[i]`` gets the value;
+    returns the positions in ``q`` of the keys absent, each listed once."""
+    missing = np.empty(q.shape[0], np.int64)
+    m = 0
+    for i in range(q.shape[0]):
+        slot = _slot_of(keys, q[i])
+        if keys[slot] == q[i]:
+            out[i] = vals[slot]
+        else:
+            missing[m] = i
+            m += 1
+    return missing[:m]
+
+
+@njit(cache=True)
+def table_insert(keys, vals, q, v):
+    """Insert keys ``q`` with values ``v`` (keys already present keep theirs);
+    returns how many were new. The table must have room."""
+    new = 0
+    for i in range(q.shape[0]):
+        slot = _slot_of(keys, q[i])
+        if keys[slot] == 0:
+            keys[slot] = q[i]
+            vals[slot] = v[i]
+            new += 1
+    return new

@@ -30,8 +30,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import unique
+from ..kernels.cpu import table_find, table_insert
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
+#: Rounds a document waits behind undecided ones before it is compared ahead
+#: with every member before it.
+AHEAD_AFTER = 8
 _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 
@@ -72,36 +76,55 @@ def unpack(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 class _Memo:
-    """Scores of the pairs compared so far (sorted packed keys)."""
+    """Scores of the pairs compared so far, in a hash table: a round costs
+    what it looks up, not the size of everything scored."""
 
-    def __init__(self, score_fn, accept_all: bool):
-        self.keys = np.zeros(0, np.uint64)
-        self.scores = np.zeros(0, np.float64)
+    def __init__(self, score_fn, accept_all: bool, expect: int = 0):
+        size = 1 << 16
+        while size < 2 * expect:
+            size *= 2
+        self.t_keys = np.zeros(size, np.uint64)
+        self.t_vals = np.zeros(size, np.float64)
+        self.count = 0
         self.score_fn = score_fn
         self.accept_all = accept_all
 
-    def find(self, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(known mask, position in the memo) of packed pairs ``p``."""
-        if not self.keys.size:
-            return np.zeros(p.size, bool), np.zeros(p.size, np.int64)
-        pos = np.searchsorted(self.keys, p)
-        posc = np.minimum(pos, self.keys.size - 1)
-        return self.keys[posc] == p, posc
+    def _grow(self, extra: int) -> None:
+        need = 2 * (self.count + extra)
+        if need <= self.t_keys.size:
+            return
+        size = self.t_keys.size
+        while size < need:
+            size *= 2
+        used = self.t_keys != 0
+        keys, vals = self.t_keys[used], self.t_vals[used]
+        self.t_keys = np.zeros(size, np.uint64)
+        self.t_vals = np.zeros(size, np.float64)
+        table_insert(self.t_keys, self.t_vals, keys, vals)
+
+    def similar_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray]:
+        """The pairs scored similar, sorted, and their scores."""
+        used = self.t_keys != 0
+        keys, vals = self.t_keys[used], self.t_vals[used]
+        ok = self.similar(vals, threshold)
+        keys, vals = keys[ok], vals[ok]
+        order = np.argsort(keys)
+        return keys[order], vals[order]
 
     def score(self, p: np.ndarray) -> np.ndarray:
         """Scores of packed pairs ``p``; unknown ones are scored (one call)."""
-        known, pos = self.find(p)
-        if not known.all():
-            new = unique(p[~known])
+        p = np.ascontiguousarray(p, dtype=np.uint64)
+        out = np.empty(p.size, np.float64)
+        missing = table_find(self.t_keys, self.t_vals, p, out)
+        if missing.size:
+            new = unique(p[missing])
             s = np.asarray(self.score_fn(new), dtype=np.float64)
             if s.shape != new.shape:
                 raise ValueError(f"score_fn returned {s.shape[0]} scores for {new.size} pairs")
-            keys = np.concatenate([self.keys, new])
-            order = np.argsort(keys, kind="stable")
-            self.keys = keys[order]
-            self.scores = np.concatenate([self.scores, s])[order]
-            known, pos = self.find(p)
-        return self.scores[pos]
+            self._grow(new.size)
+            self.count += table_insert(self.t_keys, self.t_vals, new, s)
+            out[missing] = s[np.searchsorted(new, p[missing])]
+        return out
 
     def similar(self, scores: np.ndarray, threshold: float) -> np.ndarray:
         return np.ones(scores.shape, bool) if self.accept_all else scores >= threshold
@@ -123,9 +146,12 @@ class _Layout:
         self.bucket = np.cumsum(start) - 1                 # bucket number 0.. of each entry
         self.k_before = _exclusive_count(self.is_k, self.first, self.bucket)
         u_before = _exclusive_count(self.is_u, self.first, self.bucket)
+        # every member before it will be compared with it if it is kept
+        self.window = self.k_before + u_before < limit
         # kept entries that stay among a bucket's first `limit` kept, whatever
         # its undecided members become: a prefix of the bucket's kept entries
         sure = self.is_k & (self.k_before + u_before < limit)
+        self.sure = sure
         self.k_entries = np.flatnonzero(self.is_k)
         nb = self.first.size
         self.k_start = np.searchsorted(self.bucket[self.k_entries], np.arange(nb))
@@ -148,6 +174,20 @@ class _Layout:
         b = self.bucket[entries]
         c = np.minimum(self.n_sure[b], self.k_before[entries])
         return _cross(self.mem, entries, c, self.k_entries, self.k_start[b])
+
+    def all_pairs(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Pairs between ``entries`` and every member before them."""
+        start = self.first[self.bucket[entries]]
+        return _cross(self.mem, entries, entries - start, np.arange(self.mem.size), start)
+
+    def new_pairs(self, entries: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """As :meth:`pairs`, with only the kept members that are ``new`` (a
+        bool per document)."""
+        flag = self.sure & new[self.mem]
+        listed = np.flatnonzero(flag)
+        start = np.searchsorted(self.bucket[listed], np.arange(self.first.size))
+        before = _exclusive_count(flag, self.first, self.bucket)[entries]
+        return _cross(self.mem, entries, before, listed, start[self.bucket[entries]])
 
 
 def _exclusive_count(flag: np.ndarray, first: np.ndarray, bucket: np.ndarray) -> np.ndarray:
@@ -204,44 +244,61 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     seg_all, mem_all = seg_all[multi], members[bucket_off[0]:bucket_off[-1]][multi]
     state = np.full(n, KEPT, np.int8)
     state[mem_all] = UNDECIDED
-    memo = _Memo(score_fn, accept_all)
-    seg, mem = seg_all, mem_all
+    memo = _Memo(score_fn, accept_all, expect=2 * seg_all.size)
+    seg, mem, eid = seg_all, mem_all, np.arange(seg_all.size, dtype=np.int64)
+    new_kept = np.zeros(n, bool)
+    waited = np.zeros(n, np.int32)          # rounds each document has been held back
+    ahead = np.zeros(n, bool)               # documents compared ahead
+    ahead_e = np.zeros(seg_all.size, bool)  # entries compared ahead with all before them
+    pu = pv = np.zeros(0, np.int64)         # similar pairs (u, v) waiting on u's decision
     rounds = 0
     while True:
         # the buckets still in play, without their removed members
         live = state[mem] != REMOVED
-        seg, mem = seg[live], mem[live]
+        seg, mem, eid = seg[live], mem[live], eid[live]
         has_u = np.zeros(sizes.size, bool)
         has_u[seg[state[mem] == UNDECIDED]] = True
         keep = has_u[seg]
-        seg, mem = seg[keep], mem[keep]
+        seg, mem, eid = seg[keep], mem[keep], eid[keep]
         if not seg.size:
             break
         rounds += 1
         lay = _Layout(seg, mem, state, limit)
         u_entries = np.flatnonzero(lay.is_u)
-        p, v = lay.pairs(u_entries)
+        # held back: by an undecided member before it, unless compared ahead
+        # with every member before it (where all of them count) and found
+        # dissimilar to those still undecided
+        held = np.zeros(n, bool)
+        held[mem[lay.held & ~(ahead_e[eid] & lay.window)]] = True
+        still = (state[pu] == UNDECIDED) & (state[pv] == UNDECIDED)
+        pu, pv = pu[still], pv[still]
+        held[pv] = True
+        held &= state == UNDECIDED
+        # documents held back for rounds are compared ahead, so that a bucket
+        # of mutually dissimilar documents does not take a round each
+        ahead |= held & (waited >= AHEAD_AFTER)
+        todo = u_entries[ahead[mem[u_entries]] & lay.window[u_entries] & ~ahead_e[eid[u_entries]]]
+        ahead_e[eid[todo]] = True
+        waited[held] += 1
+        free = ~held[mem[u_entries]]
+        # free documents against all they must be compared with: decided now;
+        # the others against the kept documents new since the last round, and
+        # removed early when similar to one
+        parts = [lay.pairs(u_entries[free]), lay.new_pairs(u_entries[~free], new_kept),
+                 lay.all_pairs(todo)]
+        p = np.concatenate([x[0] for x in parts])
+        v = np.concatenate([x[1] for x in parts])
         if p.size:
             sim = memo.similar(memo.score(p), threshold)
-            state[v[sim]] = REMOVED
-        # keep what nothing undecided can still affect, once compared with
-        # all it must be compared with
-        lay = _Layout(seg, mem, state, limit)
-        held = np.zeros(n, bool)
-        held[mem[lay.held]] = True
-        u_entries = np.flatnonzero(lay.is_u)
-        free = u_entries[~held[mem[u_entries]]]
-        p, v = lay.pairs(free)
-        if p.size:
-            known, pos = memo.find(p)
-            wait = np.zeros(n, bool)
-            wait[v[~known]] = True
-            hit = known.copy()
-            hit[known] = memo.similar(memo.scores[pos[known]], threshold)
+            u = (p >> _S32).astype(np.int64)
+            hit = sim & (state[u] == KEPT)
             state[v[hit]] = REMOVED
-            held |= wait
-        cand = mem[free]
-        cand = cand[~held[cand] & (state[cand] == UNDECIDED)]
+            wait = sim & (state[u] == UNDECIDED)
+            pu, pv = np.concatenate([pu, u[wait]]), np.concatenate([pv, v[wait]])
+        cand = mem[u_entries[free]]
+        cand = cand[state[cand] == UNDECIDED]
+        new_kept[:] = False
+        new_kept[cand] = True
         state[cand] = KEPT
     return _finish(seg_all, mem_all, state, memo, n, limit, threshold, rounds)
 
@@ -272,9 +329,8 @@ def _finish(seg, mem, state, memo, n, limit, threshold, rounds) -> Selection:
             first[1:] = v[1:] != v[:-1]
             dup[v[first]] = u[first]
             sim[v[first]] = s[first]
-    ok = memo.similar(memo.scores, threshold)
-    return Selection(state == KEPT, dup, sim, memo.keys[ok], memo.scores[ok],
-                     int(memo.keys.size), skipped, rounds)
+    keys, scores = memo.similar_pairs(threshold)
+    return Selection(state == KEPT, dup, sim, keys, scores, memo.count, skipped, rounds)
 
 
 def greedy_reference(buckets: list, n: int, score, threshold: float,
