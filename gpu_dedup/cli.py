@@ -59,7 +59,8 @@ _CONFIG_FIELDS = [("shingle", "shingle", str), ("ngram", "ngram", int),
                   ("threshold", "threshold", float), ("seed", "seed", int),
                   ("signature_bits", "signature_bits", int),
                   ("similarity", "similarity", str), ("verify", "verify", bool),
-                  ("exact", "exact", bool), ("keep", "keep", str)]
+                  ("exact", "exact", bool), ("keep", "keep", str),
+                  ("cluster", "cluster", str), ("bucket_limit", "bucket_limit", int)]
 
 
 def _config_options(f):
@@ -98,7 +99,20 @@ def _config_options(f):
         click.option("--exact/--no-exact", default=True, show_default=True,
                      help="Cluster identical normalized texts before the fuzzy stages."),
         click.option("--keep", type=click.Choice(["first", "longest"]), default="first",
-                     show_default=True, help="Which document of each cluster is kept."),
+                     show_default=True,
+                     help="Keep priority: the first document in input order, or the longest "
+                          "(then the first)."),
+        click.option("--cluster", type=click.Choice(["greedy", "components"]),
+                     default="greedy", show_default=True,
+                     help="greedy: in keep priority, a document is removed exactly when it is "
+                          "verified similar to one already kept, which it names "
+                          "(duplicate_of). components: one document kept per connected "
+                          "component of verified pairs (transitive; chains can join "
+                          "dissimilar documents)."),
+        click.option("--bucket-limit", type=int, default=64, show_default=True,
+                     help="Greedy: kept documents of one bucket each document is compared "
+                          "with; comparisons beyond it are skipped and counted in "
+                          "report.json."),
     ]
     for o in reversed(opts):
         f = o(f)

@@ -54,8 +54,20 @@ class Config:
             ``"signature"`` (the MinHash estimate) to verify candidates.
         verify: verify candidate edges (otherwise every candidate is an edge).
         exact: cluster identical normalized texts before the fuzzy stages.
-        keep: ``"first"`` or ``"longest"`` document of each cluster.
-        max_rounds: re-anchoring rounds inside buckets (see ``stages.lsh``).
+        keep: keep priority: ``"first"`` (input order) or ``"longest"``
+            (length in code points, then input order).
+        cluster: ``"greedy"``: documents are taken in keep priority, and one
+            is removed exactly when it is verified similar to a document
+            already kept that shares a bucket with it (see
+            ``stages.select``); every removed document names that kept one.
+            ``"components"``: connected components of the verified edges,
+            one document kept per component (transitive: members of a chain
+            may be far from the kept one).
+        bucket_limit: in greedy selection, the number of kept documents of
+            a bucket each document is compared with (the first by
+            priority); comparisons beyond it are skipped and counted.
+        max_rounds: in components mode, re-anchoring rounds inside buckets
+            (see ``stages.lsh``).
     """
 
     shingle: str = "char"
@@ -71,6 +83,8 @@ class Config:
     verify: bool = True
     exact: bool = True
     keep: str = "first"
+    cluster: str = "greedy"
+    bucket_limit: int = 64
     max_rounds: int = 4
     fp_weight: float = field(default=0.05, compare=True)
     fn_weight: float = field(default=0.95, compare=True)
@@ -91,6 +105,11 @@ class Config:
             raise ConfigError(f"--similarity must be 'jaccard' or 'signature', got {self.similarity!r}")
         if self.keep not in ("first", "longest"):
             raise ConfigError(f"--keep must be 'first' or 'longest', got {self.keep!r}")
+        if self.cluster not in ("greedy", "components"):
+            raise ConfigError(f"--cluster must be 'greedy' or 'components', got {self.cluster!r}")
+        if not isinstance(self.bucket_limit, int) or self.bucket_limit < 1:
+            raise ConfigError(f"--bucket-limit must be a positive integer, got "
+                              f"{self.bucket_limit!r}")
         if (self.bands is None) != (self.rows is None):
             raise ConfigError("--bands and --rows go together: give both, or neither and --threshold")
         if self.bands is not None:
