@@ -185,9 +185,12 @@ def _report(runner, outputs, device_line, on_bad_record, monitor, executor, t_st
             "chunks": len(runner.chunks), "units": dict(runner.units),
             "reused": dict(runner.reused), "plan": plan.describe()}
     seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - t_start}
-    return build_report(runner, seconds, device_line.split(": ", 1)[1], outputs,
-                        on_bad_record=on_bad_record, memory=memory,
-                        scheduler=executor.describe(), work=work)
+    report = build_report(runner, seconds, device_line.split(": ", 1)[1], outputs,
+                          on_bad_record=on_bad_record, memory=memory,
+                          scheduler=executor.describe(), work=work)
+    if report["selection"]["warning"]:
+        log.warning("%s", report["selection"]["warning"])
+    return report
 
 
 def _write_html(folder: str, report: dict, runner) -> None:
@@ -208,7 +211,7 @@ def summary_line(report: dict) -> str:
     e = report["edges"]
     line = (f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} "
             f"({d['exact_removed']:,} exact, {d['fuzzy_removed']:,} near-duplicate); "
-            f"{e['candidates']:,} candidate edges, {e['verified']:,} verified; "
+            f"{e['candidates']:,} pairs compared, {e['verified']:,} similar; "
             f"{report['seconds']['total']:.2f}s")
     bad = report.get("bad_records", {}).get("skipped", 0)
     if bad:

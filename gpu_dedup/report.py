@@ -31,6 +31,28 @@ def versions() -> dict:
 MAX_LISTED_BAD_RECORDS = 10_000
 
 
+def selection_warning(stats: dict, threshold: float) -> str | None:
+    """What a user should know about the removals, in one line, or None:
+    removed documents far from the kept document they name (components
+    chain), or comparisons the bucket bound left out."""
+    rs = stats["removed_similarity"]
+    ch = stats.get("chaining") or {}
+    parts = []
+    if rs["below_threshold"]:
+        msg = (f"{rs['below_threshold']:,} removed document(s) "
+               f"({100 * rs['below_threshold_share']:.2f}%) are below the threshold "
+               f"{threshold:g} with the kept document they name")
+        if ch.get("chained_clusters"):
+            msg += (f": {ch['chained_clusters']:,} cluster(s) chain dissimilar documents, "
+                    f"the largest of {ch['largest_chained_cluster']:,}; --cluster greedy "
+                    f"removes only documents similar to a kept one")
+        parts.append(msg)
+    if stats.get("skipped_comparisons"):
+        parts.append(f"{stats['skipped_comparisons']:,} bucket comparison(s) skipped by "
+                     f"--bucket-limit; raise it to compare them")
+    return "; ".join(parts) or None
+
+
 def build_report(runner, seconds: dict, device: str, outputs: dict, *,
                  on_bad_record: str = "error", memory: dict | None = None,
                  scheduler: dict | None = None, work: dict | None = None) -> dict:
@@ -70,6 +92,17 @@ def build_report(runner, seconds: dict, device: str, outputs: dict, *,
             "verified": s["verified_edges"],
             "rounds": s["rounds"],
             "unresolved": s["unresolved_edges"],
+        },
+        "selection": {
+            "mode": s["cluster_mode"],
+            "buckets": s["buckets"],
+            "bucket_entries": s["bucket_entries"],
+            "comparisons": s["candidate_edges"],
+            "skipped_comparisons": s["skipped_comparisons"],
+            "bucket_limit": cfg.bucket_limit,
+            "removed_similarity": s["removed_similarity"],
+            "chaining": s["chaining"],
+            "warning": selection_warning(s, float(cfg.threshold)),
         },
         "bad_records": {
             "policy": on_bad_record,

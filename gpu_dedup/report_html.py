@@ -47,6 +47,7 @@ svg text{font-size:11px;fill:#3b4350} .axis{stroke:#8a93a0;stroke-width:1}
 .cluster{background:#fff;border:1px solid #dde1e7;border-radius:8px;margin-top:12px;
 padding:10px 14px}
 .cluster h3{font-size:14px;margin:0 0 8px} .docs{display:flex;gap:10px;overflow-x:auto}
+.docs.pair{margin-bottom:8px}
 .doc{flex:1 1 0;min-width:240px;border:1px solid #e3e6eb;border-radius:6px;padding:8px;
 font-size:12.5px;line-height:1.45;background:#fbfcfd;word-wrap:break-word}
 .doc.kept{border-color:#7fc495;background:#f3fbf5} .doc .id{font-weight:600;font-size:12px;
@@ -54,7 +55,7 @@ margin-bottom:4px;color:#3b4350;word-break:break-all}
 del{background:#ffd7d5;text-decoration:line-through;color:#8c1d18}
 ins{background:#c9f2d0;text-decoration:none;color:#0f5a23}
 .gap{color:#8a93a0;font-style:italic}
-.note{color:#5b6472;font-size:12px}
+.note{color:#5b6472;font-size:12px} .warn{color:#9a3412;font-weight:600}
 """
 
 
@@ -273,34 +274,38 @@ def largest_clusters(cluster: np.ndarray, kept: np.ndarray, top: int = TOP_CLUST
 
 
 def _clusters_html(result, corpus) -> str:
+    """The largest clusters: each removed document beside the kept document
+    it names (``duplicate_of``), with the words that differ marked."""
     texts = corpus.texts
     ids = corpus.ids
+    kept = np.asarray(result.kept)
+    dup = np.asarray(result.duplicate_of)
+    dsim = np.asarray(result.similarity)
     parts = []
-    groups = largest_clusters(result.cluster, result.kept)
+    groups = largest_clusters(result.cluster, kept)
     if not groups:
         return '<p class="note">No duplicates were found.</p>'
     for rank, (label, members) in enumerate(groups, 1):
-        keep_idx = members[np.asarray(result.kept)[members]]
-        k = int(keep_idx[0]) if keep_idx.size else int(members[0])
-        removed = [int(m) for m in members if int(m) != k][:REMOVED_PER_CLUSTER]
-        kept_text = texts[k].as_py()
-        docs = []
-        kept_html = None
-        for m in removed:
+        removed = [int(m) for m in members if not kept[m]]
+        shown = removed[:REMOVED_PER_CLUSTER]
+        rows = []
+        for m in shown:
+            d = int(dup[m])
+            kept_text = texts[d].as_py()
             other = texts[m].as_py()
             left, right, nd = word_diff(kept_text, other)
-            if kept_html is None:
-                kept_html = left
             same = "identical text" if other == kept_text else f"{nd:,} word(s) differ"
-            docs.append(f'<div class="doc removed"><div class="id">removed: {_e(ids[m].as_py())}'
-                        f' <span class="note">({same})</span></div>{right}</div>')
+            rows.append(
+                f'<div class="docs pair"><div class="doc kept"><div class="id">kept: '
+                f'{_e(ids[d].as_py())}</div>{left}</div>'
+                f'<div class="doc removed"><div class="id">removed: {_e(ids[m].as_py())} '
+                f'<span class="note">(duplicate of {_e(ids[d].as_py())}, similarity '
+                f'{dsim[m]:.3f}; {same})</span></div>{right}</div></div>')
         parts.append(
             f'<div class="cluster"><h3>#{rank}: {len(members):,} documents '
-            f'<span class="note">(cluster {label}; showing {len(removed)} of '
-            f'{len(members) - 1:,} removed; struck-out words in the kept document are missing '
-            f'from the first removed one)</span></h3><div class="docs">'
-            f'<div class="doc kept"><div class="id">kept: {_e(ids[k].as_py())}</div>'
-            f'{kept_html or _e(kept_text)}</div>{"".join(docs)}</div></div>')
+            f'<span class="note">(cluster {label}; showing {len(shown)} of {len(removed):,} '
+            f'removed, each beside the kept document it duplicates; struck-out words of the '
+            f'kept document are missing from the removed one)</span></h3>{"".join(rows)}</div>')
     return "".join(parts)
 
 
@@ -327,17 +332,26 @@ def render(report: dict, result, corpus) -> str:
     fuzzy = ~np.asarray(result.pair_exact, dtype=bool)
     sims = np.asarray(result.pair_similarity, dtype=np.float64)[fuzzy]
     hl, hc = similarity_histogram(sims, float(p["threshold"]))
+    sel = report.get("selection", {})
+    gone = ~np.asarray(result.kept, dtype=bool)
+    rsims = np.asarray(result.similarity, dtype=np.float64)[gone]
+    rl, rc = similarity_histogram(rsims, float(p["threshold"]))
+    below = int(np.count_nonzero(rsims < float(p["threshold"])))
+    warn_html = (f'<p class="warn" id="selection-warning">{_e(sel["warning"])}</p>'
+                 if sel.get("warning") else "")
     n_exact_edges = int((~fuzzy).sum())
     bad = report.get("bad_records", {})
     details = [("clusters", report["clusters"]["total"]),
                ("clusters with duplicates", report["clusters"]["with_duplicates"]),
-               ("candidate edges", e["candidates"]), ("verified edges", e["verified"]),
-               ("exact edges", e["exact"]), ("verification rounds", e["rounds"]),
+               ("pairs compared", e["candidates"]), ("similar pairs", e["verified"]),
+               ("exact edges", e["exact"]), ("rounds", e["rounds"]),
+               ("comparisons skipped (bucket limit)", sel.get("skipped_comparisons", 0)),
                ("documents without shingles", d["without_shingles"]),
                ("invalid UTF-8 replaced", d["invalid_utf8_replaced"]),
                ("bad records skipped", bad.get("skipped", 0))]
     params = [(k, p[k]) for k in ("shingle", "ngram", "num_perm", "bands", "rows", "threshold",
-                                  "seed", "similarity", "verify", "exact", "keep")
+                                  "seed", "similarity", "verify", "exact", "keep", "cluster",
+                                  "bucket_limit")
               if k in p]
     params.insert(2, ("normalize", ", ".join(p.get("normalize") or []) or "none"))
     bad_html = ""
@@ -378,6 +392,11 @@ gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
 <p class="note">{sims.size:,} near-duplicate edges; {n_exact_edges:,} exact-duplicate edges
 (similarity 1) are not drawn.</p></div></section>
 </div>
+<section id="removals"><h2>Each removed document against the kept document it names</h2>
+<div class="panel">{warn_html}
+{svg_bars(rl, rc, "similarity of removed documents", "similarity", color="#2f7d4f")}
+<p class="note">{rsims.size:,} removed documents ({_e(sel.get("mode", ""))} selection);
+{below:,} below the threshold {float(p["threshold"]):g}.</p></div></section>
 <h2 id="largest">The {TOP_CLUSTERS} largest clusters</h2>
 <p class="note">Texts as they were compared: after normalization
 ({_e(",".join(report["parameters"].get("normalize") or ["none"]))}).</p>

@@ -426,6 +426,54 @@ class Truth:
         labels = self.components()
         return int(self.n - unique(labels).size)
 
+    def removal_quality(self, kept, duplicate_of, set_off, values) -> dict:
+        """How trustworthy a selection's removals are, by exact Jaccard.
+
+        Args:
+            kept: bool per document.
+            duplicate_of: int64 per document, the kept document each removed
+                one names (-1 for kept ones, or when none is named).
+            set_off, values: the shingle sets of every document
+                (:func:`shingle_sets` of the whole corpus, same shingling).
+
+        Returns:
+            ``justified``: removed documents whose ``duplicate_of`` is at
+            Jaccard >= threshold (and its share of the removed);
+            ``supported``: removed documents with any kept document at or
+            above the threshold (identical texts included); ``residual``:
+            kept documents with another kept document at or above it (and
+            its share of the kept).
+        """
+        from .kernels.cpu import jaccard_edges
+        kept = np.asarray(kept, dtype=bool)
+        dup = np.asarray(duplicate_of, dtype=np.int64)
+        n = self.n
+        removed = np.flatnonzero(~kept)
+        named = removed[dup[removed] >= 0]
+        sims = jaccard_edges(np.asarray(set_off, np.int64), np.asarray(values),
+                             named, dup[named]) if named.size else np.zeros(0)
+        justified = int(np.count_nonzero(sims >= self.threshold))
+        # groups of identical texts: how many kept documents each holds
+        kept_in = np.bincount(self.rep[kept], minlength=n)
+        a, b = self.pair_a, self.pair_b
+        near_kept = np.zeros(n, bool)          # groups with a kept near-duplicate group
+        both = (kept_in[a] > 0) & (kept_in[b] > 0)
+        near_kept[a[kept_in[b] > 0]] = True
+        near_kept[b[kept_in[a] > 0]] = True
+        g = self.rep[removed]
+        supported = int(np.count_nonzero(near_kept[g] | (kept_in[g] > 0)))
+        res_group = np.zeros(n, bool)
+        res_group[a[both]] = True
+        res_group[b[both]] = True
+        gk = self.rep[kept]
+        residual = int(np.count_nonzero(res_group[gk] | (kept_in[gk] > 1)))
+        nr, nk = int(removed.size), int(kept.sum())
+        return {"removed": nr, "justified": justified,
+                "justified_share": justified / nr if nr else 1.0,
+                "supported": supported, "supported_share": supported / nr if nr else 1.0,
+                "kept": nk, "residual": residual,
+                "residual_share": residual / nk if nk else 0.0}
+
     @property
     def identical_removed(self) -> int:
         """Documents removed as exact copies of an earlier text."""

@@ -86,7 +86,8 @@ def deduplicate(texts, config: Config | None = None, backend=None, *, memory_lim
                         on_progress=on_progress)
         runner.run([unit])
         f = runner.final
-        result = DedupResult(f("cluster"), f("kept"), f("pair_a"), f("pair_b"),
+        result = DedupResult(f("cluster"), f("kept"), f("duplicate_of"), f("similarity"),
+                             f("pair_a"), f("pair_b"),
                              f("pair_similarity"), f("pair_exact"), runner.stats(),
                              dict(runner.timer.seconds), cfg, be.name, plan.describe())
     return result
@@ -96,7 +97,8 @@ def result_arrays(runner) -> DedupResult:
     """A finished runner's arrays as a :class:`DedupResult` (memory-mapped
     from a disk store)."""
     f = runner.final
-    return DedupResult(f("cluster", True), f("kept", True), f("pair_a", True),
+    return DedupResult(f("cluster", True), f("kept", True), f("duplicate_of", True),
+                       f("similarity", True), f("pair_a", True),
                        f("pair_b", True), f("pair_similarity", True), f("pair_exact", True),
                        runner.stats(), dict(runner.timer.seconds), runner.cfg, runner.be.name,
                        runner.plan.describe())

@@ -15,8 +15,14 @@ class DedupResult:
     """What a run found, per document (in input order) and per edge.
 
     Attributes:
-        cluster: int64, the smallest input index of the document's cluster.
+        cluster: int64 input index of the kept document of the document's
+            cluster (greedy: itself, or the one it duplicates); components:
+            the smallest input index of its component.
         kept: bool, exactly one ``True`` per cluster.
+        duplicate_of: int64 input index of the kept document a removed one
+            duplicates; -1 for kept documents.
+        similarity: float64 similarity of a removed document to it (the
+            configured similarity; 1 for identical texts); NaN when kept.
         pair_a, pair_b: int64 input indices of accepted edges (``a < b``).
         pair_similarity: float64, the value that accepted each edge.
         pair_exact: bool, whether the edge joined identical normalized texts.
@@ -29,6 +35,8 @@ class DedupResult:
 
     cluster: np.ndarray
     kept: np.ndarray
+    duplicate_of: np.ndarray
+    similarity: np.ndarray
     pair_a: np.ndarray
     pair_b: np.ndarray
     pair_similarity: np.ndarray

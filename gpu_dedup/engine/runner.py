@@ -29,7 +29,8 @@ from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
 from ..stages.components import choose_kept, cluster_ids
-from ..stages.lsh import pack_edges, unpack_edges, verified_edges
+from ..stages.lsh import concat_buckets, distinct_buckets, pack_edges, unpack_edges, verified_edges
+from ..stages.select import chaining_summary, greedy_select, similarity_summary
 from ..timing import StageTimer
 from . import tasks
 from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids, needs_signatures
@@ -286,17 +287,29 @@ class Runner:
                     units.append({"layout": layout, "index": len(units), "parts": parts,
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
             self._map("lsh", tasks.task_lsh, units)
-            edges = [st.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
-            if len(edges) == 1:
-                first = edges[0]                 # already sorted and unique
+            meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
+            if self.cfg.cluster == "greedy":
+                off, members = concat_buckets(
+                    [(st.load_npy(f"lsh/{layout}/u{u['index']:05d}.off.npy"),
+                      st.load_npy(f"lsh/{layout}/u{u['index']:05d}.members.npy"))
+                     for u in units])
+                if len(units) > 1:                   # one unit's are distinct already
+                    off, members = distinct_buckets(off, members)
+                st.save_npy("lsh/bucket_off.npy", off)
+                st.save_npy("lsh/bucket_members.npy", members)
+                meta.update(buckets=int(off.size - 1), bucket_entries=int(members.size))
+                del off, members
             else:
-                first = unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
-            del edges
-            st.save_npy("lsh/first_round.npy", first)
-            meta = {"first_round": int(first.size), "units": len(units), "parts": parts,
-                    "bands_per_unit": g}
+                edges = [st.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
+                if len(edges) == 1:
+                    first = edges[0]                 # already sorted and unique
+                else:
+                    first = unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
+                del edges
+                st.save_npy("lsh/first_round.npy", first)
+                meta["first_round"] = int(first.size)
+                del first
             st.mark_done("stage/lsh", meta)
-            del first
         self.lsh_meta = meta
 
     def _score_batches(self, edges: np.ndarray) -> list[np.ndarray]:
@@ -312,132 +325,307 @@ class Runner:
             size = max(1024, min(size, -(-edges.size // self.ex.concurrency)))
         return [edges[s:s + size] for s in range(0, edges.size, size)]
 
-    def verify(self) -> None:
-        meta = self._stage_done("verify")
+    def _scorer(self, prefix: str, floor: float = 0.0):
+        """``score(packed) -> float64``: the similarity of packed pairs of
+        representative positions, in batches through the executor; on a disk
+        store each batch is saved as it completes, and a rerun reuses it.
+        Scores below ``floor`` need not be exact (only whether they reach it
+        matters to the caller)."""
         st = self.store
+        calls = [0]
+
+        def score(packed):
+            calls[0] += 1
+            c = calls[0]
+            batches = self._score_batches(packed)
+            out = [None] * len(batches)
+            todo = []
+            for i, b in enumerate(batches):
+                name = f"{prefix}/c{c:03d}/b{i:06d}"
+                m = st.done(name)
+                if m is not None and m.get("digest") == edges_digest(b):
+                    out[i] = st.load_npy(f"{name}.npy")
+                    self.reused["verify"] = self.reused.get("verify", 0) + 1
+                else:
+                    todo.append(i)
+            self.units["verify"] = self.units.get("verify", 0) + len(batches)
+            if todo:
+                count = [0]
+
+                def on_done(j, r):
+                    i = todo[j]
+                    if st.kind == "disk":       # saved as it completes: a rerun reuses it
+                        name = f"{prefix}/c{c:03d}/b{i:06d}"
+                        st.save_npy(f"{name}.npy", r)
+                        st.mark_done(name, {"digest": edges_digest(batches[i])})
+                    out[i] = r
+                    count[0] += 1
+                    self._progress("verify", count[0], len(todo))
+
+                self.ex.map(tasks.task_score,
+                            [(batches[i], floor) if floor else batches[i] for i in todo],
+                            self.ctx, on_done=on_done)
+            if len(out) == 1:
+                return out[0]
+            return np.concatenate(out) if out else np.zeros(0, np.float64)
+
+        score.calls = calls
+        return score
+
+    def verify(self) -> None:
+        """Greedy selection over the buckets (scoring as it goes), or the
+        verified edges of the components."""
+        meta = self._stage_done("verify")
         if meta is None:
-            cfg = self.cfg
-            first = st.load_npy("lsh/first_round.npy")
-            calls = [0]
-
-            def score(packed):
-                calls[0] += 1
-                c = calls[0]
-                batches = self._score_batches(packed)
-                out = [None] * len(batches)
-                todo = []
-                for i, b in enumerate(batches):
-                    name = f"verify/c{c:03d}/b{i:06d}"
-                    m = st.done(name)
-                    if m is not None and m.get("digest") == edges_digest(b):
-                        out[i] = st.load_npy(f"{name}.npy")
-                        self.reused["verify"] = self.reused.get("verify", 0) + 1
-                    else:
-                        todo.append(i)
-                self.units["verify"] = self.units.get("verify", 0) + len(batches)
-                if todo:
-                    count = [0]
-
-                    def on_done(j, r):
-                        i = todo[j]
-                        if st.kind == "disk":       # saved as it completes: a rerun reuses it
-                            name = f"verify/c{c:03d}/b{i:06d}"
-                            st.save_npy(f"{name}.npy", r)
-                            st.mark_done(name, {"digest": edges_digest(batches[i])})
-                        out[i] = r
-                        count[0] += 1
-                        self._progress("verify", count[0], len(todo))
-
-                    self.ex.map(tasks.task_score, [batches[i] for i in todo], self.ctx,
-                                on_done=on_done)
-                if len(out) == 1:
-                    return out[0]
-                return np.concatenate(out) if out else np.zeros(0, np.float64)
-
-            self.ctx.sets = self._shared_sets(first)
-            keys = BandKeys(self.ctx, self.R, cfg.bands)
-            er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
-                                accept_all=not cfg.verify)
-            self.ctx.sets = None
-            st.save_npy("verify/accepted.npy", er.accepted)
-            st.save_npy("verify/scores.npy", er.scores)
-            meta = {"candidates": er.candidates, "rounds": er.rounds,
-                    "unresolved": er.unresolved, "verified": int(er.accepted.size),
-                    "units": max(1, calls[0])}
-            st.mark_done("stage/verify", meta)
+            if self.cfg.cluster == "greedy":
+                meta = self._verify_greedy()
+            else:
+                meta = self._verify_components()
+            self.store.mark_done("stage/verify", meta)
         self.verify_meta = meta
 
-    def _shared_sets(self, first: np.ndarray):
-        """The shingle sets of every document of the first round's edges,
-        built once when the corpus is one chunk held in this process's
-        memory: later rounds only re-anchor among those documents, so every
-        round's scoring reads them instead of building sets again. None
-        otherwise (tasks then build the sets of their own batch)."""
+    def _verify_components(self) -> dict:
         cfg = self.cfg
-        if (self.store.kind != "memory" or len(self.chunks) != 1 or not first.size
+        st = self.store
+        first = st.load_npy("lsh/first_round.npy")
+        score = self._scorer("verify")
+        ia, ib = unpack_edges(first)
+        self.ctx.sets = self._shared_sets(unique(np.concatenate([ia, ib])))
+        del ia, ib
+        keys = BandKeys(self.ctx, self.R, cfg.bands)
+        er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
+                            accept_all=not cfg.verify)
+        self.ctx.sets = None
+        st.save_npy("verify/accepted.npy", er.accepted)
+        st.save_npy("verify/scores.npy", er.scores)
+        return {"candidates": er.candidates, "rounds": er.rounds, "skipped": 0,
+                "unresolved": er.unresolved, "verified": int(er.accepted.size),
+                "units": max(1, score.calls[0])}
+
+    def _verify_greedy(self) -> dict:
+        cfg = self.cfg
+        st = self.store
+        off = st.load_npy("lsh/bucket_off.npy")
+        members = st.load_npy("lsh/bucket_members.npy")
+        pos_of_rank, best = self._priority()
+        st.save_npy("verify/best.npy", best)
+        del best
+        if pos_of_rank is not None:
+            rank = np.empty(self.R, np.int64)
+            rank[pos_of_rank] = np.arange(self.R, dtype=np.int64)
+            members = rank[members]
+            del rank
+            # members ascending in rank inside each bucket
+            bucket = np.repeat(np.arange(off.size - 1, dtype=np.int64), np.diff(off))
+            members = members[np.lexsort((members, bucket))]
+            del bucket
+        self.ctx.sets = self._shared_sets(unique(members) if pos_of_rank is None
+                                          else unique(pos_of_rank[members]))
+        score = self._scorer("verify", float(cfg.threshold) if cfg.verify else 0.0)
+
+        def score_ranks(packed):
+            u, v = unpack_edges(packed)
+            if pos_of_rank is not None:
+                u, v = pos_of_rank[u], pos_of_rank[v]
+            return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
+
+        sel = greedy_select(off, members, self.R, score_ranks, float(cfg.threshold),
+                            cfg.bucket_limit, accept_all=not cfg.verify)
+        self.ctx.sets = None
+        del off, members
+        kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
+        u, v = unpack_edges(sel.pairs)
+        if pos_of_rank is not None:
+            kept_p = np.empty_like(kept)
+            kept_p[pos_of_rank] = kept
+            dup_p = np.full(self.R, -1, np.int64)
+            dup_p[pos_of_rank] = np.where(dup >= 0, pos_of_rank[np.maximum(dup, 0)], -1)
+            sim_p = np.empty_like(sim)
+            sim_p[pos_of_rank] = sim
+            kept, dup, sim = kept_p, dup_p, sim_p
+            u, v = pos_of_rank[u], pos_of_rank[v]
+        pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
+        order = np.argsort(pairs, kind="stable")
+        st.save_npy("verify/accepted.npy", pairs[order])
+        st.save_npy("verify/scores.npy", sel.pair_scores[order])
+        st.save_npy("verify/rep_kept.npy", kept)
+        st.save_npy("verify/rep_dup.npy", dup)
+        st.save_npy("verify/rep_sim.npy", sim)
+        return {"candidates": sel.comparisons, "rounds": sel.rounds, "skipped": sel.skipped,
+                "unresolved": 0, "verified": int(pairs.size),
+                "units": max(1, score.calls[0])}
+
+    def _priority(self):
+        """Keep priority of the representatives: ``(pos_of_rank, best)``.
+
+        ``pos_of_rank`` is None for ``keep="first"`` (priority is position);
+        for ``"longest"`` it lists representative positions by the length of
+        the longest document of their group of identical texts, then by that
+        document's input index. ``best`` is that document: the one kept of
+        the group when the group survives (the first, for ``"first"``)."""
+        if self.cfg.keep != "longest":
+            return None, self.reps.copy()
+        st = self.store
+        lengths = np.concatenate([st.load_npy(f"prep/{c['key']}/lengths.npy")
+                                  for c in self.chunks] or [np.zeros(0, np.int64)])
+        members = st.load_npy("exact/members.npy")
+        group = np.concatenate([np.arange(self.R, dtype=np.int64),
+                                np.searchsorted(self.reps, st.load_npy("exact/member_rep.npy"))])
+        docs = np.concatenate([self.reps, members])
+        del members
+        length = lengths[docs].astype(np.int64)
+        del lengths
+        order = np.lexsort((docs, -length, group))
+        head = np.ones(order.size, bool)
+        head[1:] = group[order][1:] != group[order][:-1]
+        best = docs[order[head]]
+        best_len = length[order[head]]
+        return np.lexsort((best, -best_len)).astype(np.int64), best
+
+    def _shared_sets(self, positions: np.ndarray):
+        """The shingle sets of the representatives at ``positions`` (sorted),
+        built once when the corpus is one chunk held in this process's
+        memory: every round's scoring then reads them instead of building
+        sets again. None otherwise (tasks then build the sets of their own
+        batch)."""
+        cfg = self.cfg
+        if (self.store.kind != "memory" or len(self.chunks) != 1 or not positions.size
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
-        ia, ib = unpack_edges(first)
-        docs = self.reps[unique(np.concatenate([ia, ib]))]
+        docs = self.reps[positions]
         off, data = self.store.buffers(f"prep/{self.chunks[0]['key']}/text.arrow")
-        in_sets = np.zeros(self.N, dtype=bool)
-        in_sets[docs] = True
-        return self.be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, docs), in_sets
+        row = np.full(self.N, -1, dtype=np.int64)
+        row[docs] = np.arange(docs.size, dtype=np.int64)
+        return self.be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, docs), row
 
     def select(self) -> None:
-        """Connected components of the exact and accepted edges, and the kept
-        document of each cluster."""
+        """Per document: kept, the kept document it duplicates and the
+        similarity to it, its cluster; and the verified pairs."""
         meta = self._stage_done("select")
         st = self.store
         if meta is None:
-            cfg = self.cfg
             N = self.N
             members = st.load_npy("exact/members.npy")
             member_rep = st.load_npy("exact/member_rep.npy")
-            fa, fb = unpack_edges(st.load_npy("verify/accepted.npy"))
-            scores = st.load_npy("verify/scores.npy")
-            fa = self.reps[fa]
-            fb = self.reps[fb]
-            ea = np.concatenate([member_rep, fa])
-            eb = np.concatenate([members, fb])
-            sim = np.concatenate([np.ones(members.size), scores])
-            is_exact = np.concatenate([np.ones(members.size, dtype=bool),
-                                       np.zeros(fa.size, dtype=bool)])
+            rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
+            rep_doc[members] = member_rep
+            ea, eb, sim, is_exact = self._pairs(members, member_rep)
             n_exact = int(members.size)
-            del fa, fb, scores, members, member_rep
-            lo = np.minimum(ea, eb)
-            hi = np.maximum(ea, eb)
-            del ea, eb
-            order = np.argsort(pack_edges(lo, hi), kind="stable")
-            ea, eb, sim, is_exact = lo[order], hi[order], sim[order], is_exact[order]
-            del lo, hi, order
-            labels = tasks.host(self.be, self.be.components(N, ea, eb))
-            cluster = cluster_ids(labels)
-            del labels
-            if cfg.keep == "longest":
-                lengths = np.concatenate(
-                    [st.load_npy(f"prep/{c['key']}/lengths.npy") for c in self.chunks]
-                    or [np.zeros(0, np.int64)])
+            del members, member_rep
+            if self.cfg.cluster == "greedy":
+                kept, dup, dsim = self._select_greedy(rep_doc)
+                cluster = np.where(kept, np.arange(N, dtype=np.int64), dup)
             else:
-                lengths = np.zeros(0)
-            kept = choose_kept(cluster, lengths, cfg.keep)
-            del lengths
-            for name, arr in (("cluster", cluster), ("kept", kept), ("pair_a", ea),
-                              ("pair_b", eb), ("pair_similarity", sim),
-                              ("pair_exact", is_exact)):
+                kept, cluster = self._select_components(ea, eb)
+                dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
+            removed = ~kept
+            exact_removed = int(np.count_nonzero(removed & (rep_doc == rep_doc[np.maximum(dup, 0)])))
+            for name, arr in (("cluster", cluster), ("kept", kept), ("duplicate_of", dup),
+                              ("similarity", dsim), ("pair_a", ea), ("pair_b", eb),
+                              ("pair_similarity", sim), ("pair_exact", is_exact)):
                 st.save_npy(f"final/{name}.npy", arr)
-            idx = np.arange(N, dtype=np.int64)
-            meta = {"kept": int(kept.sum()), "clusters": int(np.count_nonzero(cluster == idx)),
-                    "duplicate_clusters": distinct_count(cluster[~kept]),
-                    "exact_removed": n_exact, "units": 1}
-            del idx, cluster, kept, ea, eb, sim, is_exact
+            rsim = dsim[removed]
+            meta = {"kept": int(kept.sum()), "clusters": int(kept.sum()),
+                    "duplicate_clusters": distinct_count(cluster[removed]),
+                    "exact_removed": exact_removed, "exact_edges": n_exact,
+                    "removed_similarity": similarity_summary(rsim, float(self.cfg.threshold)),
+                    "units": 1}
+            if self.cfg.cluster == "components":
+                meta["chaining"] = chaining_summary(cluster, kept, rsim,
+                                                    float(self.cfg.threshold))
+            del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
             st.mark_done("stage/select", meta)
         self.select_meta = meta
+
+    def _pairs(self, members, member_rep):
+        """The exact and the accepted pairs, as document indices ``a < b``,
+        sorted: ``(a, b, similarity, exact)``."""
+        st = self.store
+        fa, fb = unpack_edges(st.load_npy("verify/accepted.npy"))
+        scores = st.load_npy("verify/scores.npy")
+        fa = self.reps[fa]
+        fb = self.reps[fb]
+        ea = np.concatenate([member_rep, fa])
+        eb = np.concatenate([members, fb])
+        sim = np.concatenate([np.ones(members.size), scores])
+        is_exact = np.concatenate([np.ones(members.size, dtype=bool),
+                                   np.zeros(fa.size, dtype=bool)])
+        del fa, fb, scores
+        lo = np.minimum(ea, eb)
+        hi = np.maximum(ea, eb)
+        del ea, eb
+        order = np.argsort(pack_edges(lo, hi), kind="stable")
+        return lo[order], hi[order], sim[order], is_exact[order]
+
+    def _select_greedy(self, rep_doc):
+        """Documents from the representatives' selection: a surviving group
+        of identical texts keeps its best document (the first, or the
+        longest) and the rest name it at similarity 1; a removed group names
+        the kept document its representative duplicates."""
+        st = self.store
+        N = self.N
+        best = st.load_npy("verify/best.npy")
+        rep_kept = st.load_npy("verify/rep_kept.npy")
+        rep_dup = st.load_npy("verify/rep_dup.npy")
+        rep_sim = st.load_npy("verify/rep_sim.npy")
+        kept = np.ones(N, dtype=bool)
+        dup = np.full(N, -1, np.int64)
+        dsim = np.full(N, np.nan)
+        in_group = np.zeros(N, dtype=bool)
+        in_group[self.reps] = True
+        in_group |= rep_doc != np.arange(N)
+        docs = np.flatnonzero(in_group)
+        g = np.searchsorted(self.reps, rep_doc[docs])
+        survives = rep_kept[g]
+        kept[docs] = survives & (docs == best[g])
+        target = np.where(survives, best[g], best[np.maximum(rep_dup[g], 0)])
+        gone = ~kept[docs]
+        dup[docs[gone]] = target[gone]
+        dsim[docs[gone]] = np.where(survives[gone], 1.0, rep_sim[g[gone]])
+        return kept, dup, dsim
+
+    def _select_components(self, ea, eb):
+        cfg = self.cfg
+        st = self.store
+        labels = tasks.host(self.be, self.be.components(self.N, ea, eb))
+        cluster = cluster_ids(labels)
+        del labels
+        if cfg.keep == "longest":
+            lengths = np.concatenate(
+                [st.load_npy(f"prep/{c['key']}/lengths.npy") for c in self.chunks]
+                or [np.zeros(0, np.int64)])
+        else:
+            lengths = np.zeros(0)
+        return choose_kept(cluster, lengths, cfg.keep), cluster
+
+    def _duplicate_of_components(self, kept, cluster, rep_doc):
+        """Each removed document's cluster's kept document, and the
+        similarity between the two (scored; 1 for identical texts)."""
+        N = self.N
+        k = np.flatnonzero(kept)
+        kept_of = np.full(N, -1, np.int64)
+        kept_of[cluster[k]] = k
+        dup = np.where(kept, -1, kept_of[cluster])
+        dsim = np.full(N, np.nan)
+        r = np.flatnonzero(~kept)
+        if r.size:
+            pa_ = np.searchsorted(self.reps, rep_doc[dup[r]])
+            pb_ = np.searchsorted(self.reps, rep_doc[r])
+            same = pa_ == pb_
+            dsim[r[same]] = 1.0
+            diff = ~same
+            if diff.any():
+                packed = pack_edges(np.minimum(pa_[diff], pb_[diff]),
+                                    np.maximum(pa_[diff], pb_[diff]))
+                u, inv = unique(packed, return_inverse=True)
+                dsim[r[diff]] = self._scorer("select")(u)[inv]
+        return dup, dsim
 
     # -- results ----------------------------------------------------------
     def final(self, name: str, mmap: bool = False) -> np.ndarray:
         """A per-document or per-edge result array (``cluster``, ``kept``,
-        ``pair_a``, ``pair_b``, ``pair_similarity``, ``pair_exact``)."""
+        ``duplicate_of``, ``similarity``, ``pair_a``, ``pair_b``,
+        ``pair_similarity``, ``pair_exact``)."""
         return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
 
     def stats(self) -> dict:
@@ -445,6 +633,7 @@ class Runner:
         m = self.select_meta
         removed = N - m["kept"]
         v = self.verify_meta
+        lsh = self.lsh_meta
         active = sum(c["active"] for c in self.chunks)
         stats = {
             "documents": N,
@@ -455,13 +644,19 @@ class Runner:
             "fuzzy_removed": removed - m["exact_removed"],
             "clusters": m["clusters"],
             "duplicate_clusters": m["duplicate_clusters"],
-            "exact_edges": m["exact_removed"],
+            "cluster_mode": self.cfg.cluster,
+            "exact_edges": m["exact_edges"],
+            "buckets": lsh.get("buckets"),
+            "bucket_entries": lsh.get("bucket_entries"),
             "candidate_edges": v["candidates"],
-            "first_round_candidates": self.lsh_meta["first_round"],
+            "first_round_candidates": lsh.get("first_round"),
             "verified_edges": v["verified"],
             "rounds": v["rounds"],
+            "skipped_comparisons": v["skipped"],
             "unresolved_edges": v["unresolved"],
             "shingles": self.shingles,
+            "removed_similarity": m["removed_similarity"],
+            "chaining": m.get("chaining"),
         }
         peak = getattr(self.be, "peak_device_bytes", None)
         if callable(peak):
@@ -486,18 +681,34 @@ class Runner:
             if on_progress is not None:
                 on_progress("write", step[0], total)
 
-        schema = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_())])
+        dup = self.final("duplicate_of", mmap=True)
+        dsim = self.final("similarity", mmap=True)
+        schema = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
+                            ("duplicate_of", pa.string()), ("similarity", pa.float64())])
         with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
             rg = _RowGroups(w, schema)
             for ci, c in enumerate(self.chunks):
                 d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
                 ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                k = np.asarray(kept[d0:d1])
+                d = np.asarray(dup[d0:d1])
+                gone = np.flatnonzero(~k)
+                of = pa.array([None] * (d1 - d0), pa.string()) if not gone.size else None
+                if of is None:
+                    names = gather_ids(self.ctx, d[gone]).cast(pa.string())
+                    slot = np.full(d1 - d0, -1, np.int64)
+                    slot[gone] = np.arange(gone.size)
+                    of = names.take(pa.array(slot, mask=slot < 0))
                 rg.add(pa.table({"id": ids,
                                  "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
-                                 "kept": pa.array(kept[d0:d1], pa.bool_())}, schema=schema))
-                del ids
+                                 "kept": pa.array(k, pa.bool_()),
+                                 "duplicate_of": of,
+                                 "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(),
+                                                        mask=k)},
+                                schema=schema))
+                del ids, of
             rg.close()
-        del cluster
+        del cluster, dup, dsim
         tick()
         release_memory()
         pa_ = self.final("pair_a", mmap=True)

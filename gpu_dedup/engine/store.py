@@ -41,7 +41,7 @@ from ..errors import ConfigError
 from ..stages.normalize import text_buffers
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 DEFAULT_ROOT = ".gpu-dedup-work"
 
 

@@ -17,11 +17,11 @@ The stages, in order:
    pass finds duplicated ids.
 3. ``signatures``, per block of representatives: MinHash signatures and band
    keys (band-major: one band of one block is one contiguous row).
-4. ``lsh``, per unit (a group of bands x a partition of the key space): the
-   candidate edges of its buckets. Every bucket lies in one unit with its
-   members in input order, so the union over units does not depend on the
-   layout.
-5. ``verify``, per batch of candidate edges: their similarity.
+4. ``lsh``, per unit (a group of bands x a partition of the key space): its
+   buckets of two or more members (greedy selection), or their candidate
+   edges (components). Every bucket lies in one unit with its members in
+   input order, so the union over units does not depend on the layout.
+5. ``verify``, per batch of document pairs: their similarity.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ from ..kernels import cpu as cpu_kernels
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
-from ..stages.lsh import unpack_edges
+from ..stages.lsh import distinct_buckets, unpack_edges
 from ..stages.normalize import normalize_text, text_buffers
 from ..stages.signatures import signatures
 from .plan import Plan
@@ -62,7 +62,7 @@ class Ctx:
     on_bad_record: str = "error"
     gpu_memory: object = None
     backend_key: tuple | None = None
-    sets: tuple | None = None       # (shingle sets, membership mask) shared by verify tasks
+    sets: tuple | None = None       # (shingle sets, row of each document or -1) for verify tasks
     chunks: list = field(default_factory=list)
     doc_starts: np.ndarray | None = None
     blocks: list = field(default_factory=list)
@@ -290,8 +290,9 @@ def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
 
 
 def task_lsh(unit: dict, ctx: Ctx) -> dict:
-    """Candidate edges of the buckets of bands ``unit['bands']`` whose key
-    falls in partition ``unit['part']`` of ``unit['parts']``."""
+    """The buckets of bands ``unit['bands']`` whose key falls in partition
+    ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
+    or their candidate edges (components)."""
     st = ctx.store
     name = f"lsh/{unit['layout']}/u{unit['index']:05d}"
     meta = st.done(name)
@@ -319,10 +320,19 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
     d = np.concatenate(docs) if docs else np.zeros(0, np.int64)
     del docs
     be = backend_of(ctx)
-    edges = host(be, be.segment_bucket_edges(flat, d, np.asarray(seg, dtype=np.int64)))
-    del flat, d
-    st.save_npy(f"{name}.npy", edges)
-    meta = {"edges": int(edges.size), "pid": os.getpid()}
+    seg = np.asarray(seg, dtype=np.int64)
+    if ctx.cfg.cluster == "greedy":
+        off, members = be.segment_buckets(flat, d, seg)
+        del flat, d
+        off, members = distinct_buckets(host(be, off), host(be, members))
+        st.save_npy(f"{name}.off.npy", off)
+        st.save_npy(f"{name}.members.npy", members)
+        meta = {"buckets": int(off.size - 1), "entries": int(members.size), "pid": os.getpid()}
+    else:
+        edges = host(be, be.segment_bucket_edges(flat, d, seg))
+        del flat, d
+        st.save_npy(f"{name}.npy", edges)
+        meta = {"edges": int(edges.size), "pid": os.getpid()}
     st.mark_done(name, meta)
     return {**meta, "reused": 0}
 
@@ -376,9 +386,13 @@ def _gather_signatures(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
 
 # -- verify --------------------------------------------------------------------
 
-def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
+def task_score(item, ctx: Ctx) -> np.ndarray:
     """Scores of packed candidate edges (representative positions): the exact
-    Jaccard of the two shingle sets, or the signature estimate."""
+    Jaccard of the two shingle sets, or the signature estimate.
+
+    ``item`` is the edges, or ``(edges, floor)``: then only scores at or
+    above ``floor`` need be exact (see ``Backend.jaccard_rows``)."""
+    edges, floor = item if isinstance(item, tuple) else (item, 0.0)
     cfg = ctx.cfg
     be = backend_of(ctx)
     ia, ib = unpack_edges(edges)
@@ -388,9 +402,11 @@ def task_score(edges: np.ndarray, ctx: Ctx) -> np.ndarray:
         db = np.array(reps[ib])
         del reps
         if ctx.sets is not None:
-            sets, in_sets = ctx.sets
-            if in_sets[da].all() and in_sets[db].all():
-                return np.asarray(host(be, be.jaccard_sets(sets, da, db)), dtype=np.float64)
+            sets, row = ctx.sets
+            ra, rb = row[da], row[db]
+            if (ra >= 0).all() and (rb >= 0).all():
+                return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)),
+                                  dtype=np.float64)
         docs = unique(np.concatenate([da, db]))
         ci = np.searchsorted(ctx.doc_starts, docs[[0, -1]], side="right") - 1
         if ci[0] == ci[1]:
