@@ -1,8 +1,12 @@
 """Accuracy against exact ground truth on real text: Debian's licence files.
 
-Char 5-grams, ``--normalize none``, 128 hashes, threshold 0.8: at least 95% of
-the pairs of *different* texts whose exact Jaccard is >= 0.8 end up in one
-cluster, and at least 98% of the reported edges have exact Jaccard >= 0.75.
+Char 5-grams, ``--normalize none``, 128 hashes, threshold 0.8. Greedy
+selection (the default): every removed document names a kept document at
+exact Jaccard >= 0.8, at most 0.5% of the kept documents still have a kept
+near-duplicate, and the selection is the sequential greedy rule. Components:
+at least 95% of the pairs of *different* texts whose exact Jaccard is >= 0.8
+end up in one cluster, and at least 98% of the reported edges have exact
+Jaccard >= 0.75.
 The truth comes from the exact set-similarity join (``gpu_dedup.truth``),
 never from MinHash. The documents are the blank-line-separated paragraphs of
 ``/usr/share/doc/*/copyright`` (present on every Debian machine).
@@ -45,13 +49,54 @@ def _paragraphs():
     return out[:MAX_DOCS]
 
 
+CFG = dict(shingle="char", ngram=5, normalize="none", num_perm=128, threshold=0.8)
+
+
 @pytest.fixture(scope="module")
-def run():
+def corpus():
     texts = pa.array(_paragraphs(), type=pa.large_string())
-    cfg = Config(shingle="char", ngram=5, normalize="none", num_perm=128, threshold=0.8)
-    result = deduplicate(texts, cfg)
-    exact = truth.exact_truth(texts, "char", 5, "none", 0.8)
-    return texts, result, exact
+    return texts, truth.exact_truth(texts, "char", 5, "none", 0.8)
+
+
+@pytest.fixture(scope="module")
+def run(corpus):
+    texts, exact = corpus
+    return texts, deduplicate(texts, Config(**CFG, cluster="components")), exact
+
+
+@pytest.fixture(scope="module")
+def greedy(corpus):
+    texts, exact = corpus
+    return texts, deduplicate(texts, Config(**CFG)), exact
+
+
+def test_greedy_removals_are_justified_and_few_duplicates_remain(greedy):
+    texts, result, exact = greedy
+    off, vals = truth.shingle_sets(texts, "char", 5, "none")
+    q = exact.removal_quality(result.kept, result.duplicate_of, off, vals)
+    assert q["removed"] >= 500
+    assert q["justified_share"] >= 0.999, q
+    assert q["residual_share"] <= 0.005, q
+    # the similarity column is the exact Jaccard to the named document
+    r = np.flatnonzero(~result.kept)
+    sims = jaccard_edges(off, vals, r, result.duplicate_of[r])
+    assert np.allclose(result.similarity[r], sims)
+    assert result.kept[result.duplicate_of[r]].all()
+    assert np.isnan(result.similarity[result.kept]).all()
+    assert (result.duplicate_of[result.kept] == -1).all()
+
+
+def test_components_chain_where_greedy_does_not(run, greedy):
+    texts, comp, exact = run
+    _, gr, _ = greedy
+    off, vals = truth.shingle_sets(texts, "char", 5, "none")
+    qc = exact.removal_quality(comp.kept, comp.duplicate_of, off, vals)
+    qg = exact.removal_quality(gr.kept, gr.duplicate_of, off, vals)
+    # this corpus chains: components remove documents far from what they keep
+    assert qc["justified_share"] < qg["justified_share"]
+    assert comp.stats["removed_similarity"]["below_threshold"] > 0
+    assert comp.stats["chaining"]["chained_clusters"] > 0
+    assert gr.stats["removed_similarity"]["below_threshold"] == 0
 
 
 def test_corpus_has_real_near_duplicates(run):

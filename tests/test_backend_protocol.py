@@ -20,7 +20,9 @@ import numpy as np
 import pytest
 
 from gpu_dedup.backend import MAX_DOCUMENTS, Backend, CpuBackend, DeviceMemory, get_backend
-from gpu_dedup.backend_gpu import segment_edges_frame, segment_edges_sorted
+from gpu_dedup.backend_gpu import (segment_buckets_sorted, segment_edges_frame,
+                                   segment_edges_sorted)
+from gpu_dedup.stages.lsh import distinct_buckets
 from gpu_dedup.errors import ConfigError
 from gpu_dedup.kernels import cpu
 from gpu_dedup.stages.components import scipy_components
@@ -29,8 +31,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 #: Every call the engine makes on a backend.
 ENGINE_CALLS = {"describe", "has_shingles", "text_hash128", "codepoint_lengths", "minhash",
-                "band_keys", "bucket_edges", "segment_bucket_edges", "shingle_sets",
-                "jaccard_sets", "jaccard", "signature_agreement", "components", "to_host"}
+                "band_keys", "bucket_edges", "segment_bucket_edges", "segment_buckets",
+                "shingle_sets", "jaccard_sets", "jaccard_rows", "jaccard",
+                "signature_agreement", "components", "to_host"}
 
 
 def _segments(seed, sizes, buckets=12, explicit=False):
@@ -308,3 +311,39 @@ def test_gpu_backend_implements_the_protocol_under_the_simulator():
     assert len(out) == 8
     failed = [k for k, ok in out.items() if not ok]
     assert not failed, failed
+
+
+@pytest.mark.parametrize("sizes", [[0], [1], [7], [50, 0, 3, 120], [5] * 9])
+@pytest.mark.parametrize("explicit", [False, True])
+def test_segment_buckets_sorted_equals_cpu_kernel(sizes, explicit):
+    keys, docs, seg = _segments(3, sizes, buckets=6, explicit=explicit)
+    off, members = cpu.segment_buckets(keys, docs, seg)
+    got_off, got_members = segment_buckets_sorted(np, keys, docs, seg)
+    np.testing.assert_array_equal(got_off, off)
+    np.testing.assert_array_equal(got_members, members)
+    # every bucket of two or more, its members ascending, and nothing else
+    want = set()
+    for j in range(len(seg) - 1):
+        groups: dict = {}
+        for i in range(seg[j], seg[j + 1]):
+            groups.setdefault(int(keys[i]), []).append(int(docs[i]) if explicit
+                                                       else i - int(seg[j]))
+        want |= {(j, tuple(g)) for g in groups.values() if len(g) > 1}
+    assert len(off) - 1 == len(want)
+    assert {tuple(members[off[b]:off[b + 1]]) for b in range(len(off) - 1)} == \
+        {g for _, g in want}
+
+
+def test_distinct_buckets_keeps_each_member_list_once_in_canonical_order():
+    off = np.array([0, 2, 4, 7, 9, 11])
+    members = np.array([3, 5, 0, 2, 1, 4, 6, 3, 5, 0, 2])
+    got_off, got = distinct_buckets(off, members)
+    lists = [tuple(got[got_off[b]:got_off[b + 1]]) for b in range(len(got_off) - 1)]
+    assert sorted(lists) == [(0, 2), (1, 4, 6), (3, 5)]
+    assert [x[0] for x in lists] == sorted(x[0] for x in lists)
+    # the order of the input buckets does not matter
+    rev_off = np.concatenate([[0], np.cumsum(np.diff(off)[::-1])])
+    rev = np.concatenate([members[off[b]:off[b + 1]] for b in range(len(off) - 2, -1, -1)])
+    r_off, r = distinct_buckets(rev_off, rev)
+    np.testing.assert_array_equal(r_off, got_off)
+    np.testing.assert_array_equal(r, got)

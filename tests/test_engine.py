@@ -57,7 +57,7 @@ def test_every_accepted_edge_is_a_true_pair_and_clusters_are_its_components(kind
 def test_first_round_edges_are_the_reference_anchor_edges():
     texts = _corpus(2)
     cfg = Config(shingle="word", ngram=2, normalize=(), num_perm=16, bands=8, rows=2,
-                 threshold=0.3, exact=False, max_rounds=1).resolved()
+                 threshold=0.3, exact=False, max_rounds=1, cluster="components").resolved()
     res = deduplicate(pa.array(texts), cfg)
     a, b = hash_params(16, cfg.seed)
     sigs = [ref.signature(ref.base_hashes(t, "word", 2), a, b) for t in texts]
@@ -70,7 +70,7 @@ def test_first_round_edges_are_the_reference_anchor_edges():
     assert {(int(x), int(y)) for x, y in zip(res.pair_a, res.pair_b)} == accepted
 
 
-def _bucket_trap(max_rounds):
+def _bucket_trap(max_rounds=4, cluster="components"):
     """Docs 1 and 3 are near-duplicates; docs 0 and 2 are unrelated, but all
     four share one bucket (they hold its minimum shingle): 0 is the anchor and
     2 sits between 1 and 3 in the chain, so every first-round edge fails."""
@@ -86,7 +86,7 @@ def _bucket_trap(max_rounds):
     else:  # pragma: no cover
         pytest.fail("no seed puts the four documents in one bucket")
     cfg = Config(shingle="word", ngram=1, normalize=(), num_perm=1, bands=1, rows=1,
-                 threshold=0.6, seed=seed, max_rounds=max_rounds)
+                 threshold=0.6, seed=seed, max_rounds=max_rounds, cluster=cluster)
     return deduplicate(pa.array(texts), cfg)
 
 
@@ -98,6 +98,14 @@ def test_reanchoring_recovers_pairs_behind_an_unrelated_anchor():
     assert many.cluster.tolist() == [0, 1, 2, 1]         # re-anchored on doc 1
     assert many.stats["rounds"] == 2
     assert many.pair_a.tolist() == [1] and many.pair_b.tolist() == [3]
+
+
+def test_greedy_compares_with_every_kept_document_of_the_bucket():
+    g = _bucket_trap(cluster="greedy")
+    assert g.kept.tolist() == [True, True, True, False]
+    assert g.duplicate_of.tolist() == [-1, -1, -1, 1]
+    assert g.stats["candidate_edges"] == 6        # 1, 2 and 3 against each kept one before
+    assert g.stats["skipped_comparisons"] == 0
 
 
 def test_reanchoring_raises_recall_on_crowded_buckets():
@@ -113,24 +121,31 @@ def test_reanchoring_raises_recall_on_crowded_buckets():
 
     def recall(res):
         return sum(res.cluster[i] == res.cluster[j] for i, j in truth) / len(truth)
-    r1 = recall(deduplicate(pa.array(texts), Config(**kw, max_rounds=1)))
-    r8 = recall(deduplicate(pa.array(texts), Config(**kw, max_rounds=8)))
+    r1 = recall(deduplicate(pa.array(texts), Config(**kw, max_rounds=1, cluster="components")))
+    r8 = recall(deduplicate(pa.array(texts), Config(**kw, max_rounds=8, cluster="components")))
     assert r8 >= r1
     assert r8 >= 0.9
 
 
-def test_accounting_and_keep_rules():
+@pytest.mark.parametrize("cluster", ["greedy", "components"])
+def test_accounting_and_keep_rules(cluster):
     texts = _corpus(3)
     for keep in ("first", "longest"):
         res = deduplicate(pa.array(texts), Config(shingle="word", ngram=2, normalize=(),
-                                                  threshold=0.5, keep=keep))
+                                                  threshold=0.5, keep=keep, cluster=cluster))
         n = len(texts)
         assert res.cluster.shape == (n,) and res.kept.shape == (n,)
         clusters = np.unique(res.cluster)
         assert res.kept.sum() == clusters.size                       # one kept per cluster
         assert all(res.kept[res.cluster == c].sum() == 1 for c in clusters)
         assert res.stats["kept"] + res.stats["removed"] == n
-        assert (res.cluster <= np.arange(n)).all()                   # id = smallest member
+        gone = ~res.kept
+        assert res.kept[res.duplicate_of[gone]].all()                # names a kept one
+        assert (res.cluster[gone] == res.cluster[res.duplicate_of[gone]]).all()
+        if cluster == "components":
+            assert (res.cluster <= np.arange(n)).all()               # id = smallest member
+        else:
+            assert (res.cluster[res.kept] == np.flatnonzero(res.kept)).all()
         lengths = np.array([len(t) for t in texts])
         for c in clusters:
             members = np.flatnonzero(res.cluster == c)

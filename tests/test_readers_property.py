@@ -188,6 +188,7 @@ def test_random_json_lines(tmp_path, body, sep, trailing, bom, comp, id_field, b
 @SETTINGS
 @given(data=st.binary(max_size=300), comp=st.sampled_from([None, "gzip", "zstd"]),
        raw=st.booleans(), block_bytes=st.sampled_from([3, 64, 1 << 20]))
+@example(data=b"\x28\xb5\x2f\xfd", comp=None, raw=False, block_bytes=3)
 def test_random_bytes(tmp_path, data, comp, raw, block_bytes):
     """Random bytes as a plain file, as valid compressed data, or as a file
     that claims a compression it does not have."""
@@ -210,6 +211,14 @@ def test_random_bytes(tmp_path, data, comp, raw, block_bytes):
         check(path, inner, "id", block_bytes)
         return
     path = _write(tmp_path, data, comp)
+    if comp is None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        # plain bytes that open with a gzip or zstd magic number are read as
+        # that compression: either they decode, or the file is named corrupt
+        try:
+            read_jsonl_shard(path, block_bytes=block_bytes, on_bad_record="skip")
+        except InputError as exc:
+            assert str(exc).startswith(f"{path}: corrupt or unreadable"), str(exc)
+        return
     check(path, data, "id", block_bytes)
     # the Parquet reader refuses what is not Parquet, with the documented error
     pq_path = tmp_path / "x.parquet"

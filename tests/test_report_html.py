@@ -74,7 +74,7 @@ def test_page_holds_the_counts_plots_and_clusters(page):
     out, html, report, _ = page
     p = _Collect()
     p.feed(html)
-    assert p.tags.count("svg") == 4                # stages, S-curve, sizes, similarities
+    assert p.tags.count("svg") == 5        # stages, S-curve, sizes, similarities, removals
     for key in ("in", "exact", "fuzzy", "kept"):
         m = re.search(rf'id="count-{key}"><div class="n">([\d,]+)<', html)
         want = {"in": "in", "exact": "exact_removed", "fuzzy": "fuzzy_removed",
@@ -91,6 +91,24 @@ def test_page_holds_the_counts_plots_and_clusters(page):
     # texts as compared: normalized (lower-cased here), escaped
     assert "<del>" in html and "<ins>edited&lt;i&gt;</ins>" in html
     assert "after normalization" in html
+
+
+def test_removed_documents_stand_beside_the_kept_one_they_name(page):
+    import pyarrow.parquet as pq
+    out, html, report, _ = page
+    t = pq.read_table(out / "clusters.parquet").to_pydict()
+    named = {i: d for i, k, d in zip(t["id"], t["kept"], t["duplicate_of"]) if not k}
+    shown = re.findall(r'removed: (doc&lt;\d+&gt;) <span class="note">\(duplicate of '
+                       r'(doc&lt;\d+&gt;), similarity ([\d.]+)', html)
+    assert len(shown) >= 10
+    for removed, kept, sim in shown:
+        r = removed.replace("&lt;", "<").replace("&gt;", ">")
+        assert named[r] == kept.replace("&lt;", "<").replace("&gt;", ">")
+        assert float(sim) >= 0.5
+    assert 'id="removals"' in html
+    sel = report["selection"]
+    assert sel["mode"] == "greedy" and sel["removed_similarity"]["below_threshold"] == 0
+    assert sel["removed_similarity"]["removed"] == report["documents"]["removed"]
 
 
 def test_corpus_text_is_escaped_and_nothing_is_fetched(page):
@@ -203,6 +221,6 @@ def test_page_loads_in_headless_chromium_and_is_not_blank(page, tmp_path):
     r = subprocess.run([_chromium(), *flags, f"--user-data-dir={profile2}", "--dump-dom", url],
                        capture_output=True, text=True, timeout=120)
     dom = r.stdout
-    assert "<h2>Inputs</h2>" in dom and dom.count("<svg") == 4
+    assert "<h2>Inputs</h2>" in dom and dom.count("<svg") == 5
     assert f'id="count-kept"><div class="n">{report["documents"]["kept"]:,}<' in dom
     assert "<script>alert" not in dom

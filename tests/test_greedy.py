@@ -1,0 +1,253 @@
+"""Greedy selection: the parallel rounds against the plain sequential rule,
+on random graphs and on real text, whatever the partitioning; what it
+removes, and idempotence."""
+from __future__ import annotations
+
+import glob
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from gpu_dedup import Config, deduplicate
+from gpu_dedup import reference as ref
+from gpu_dedup.backend import CpuBackend
+from gpu_dedup.stages.normalize import text_buffers
+from gpu_dedup.stages.select import (greedy_reference, greedy_select, similarity_summary,
+                                     unpack)
+from gpu_dedup.stages.signatures import signatures
+
+FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
+needs_debian = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
+                                  "/usr/share/doc/*/copyright (not a Debian machine?)")
+
+
+def _random_case(rng, n_max=40, buckets_max=15, size_max=12):
+    n = int(rng.integers(1, n_max))
+    nb = int(rng.integers(0, buckets_max))
+    buckets = [sorted(set(rng.choice(n, size=int(rng.integers(1, min(n, size_max) + 1)),
+                                     replace=False).tolist())) for _ in range(nb)]
+    sim = rng.random((n, n))
+    sim = np.round((sim + sim.T) / 2, 2)          # ties happen
+    return n, buckets, sim
+
+
+def _flat(buckets):
+    off = np.concatenate([[0], np.cumsum([len(b) for b in buckets])]).astype(np.int64)
+    mem = np.array([m for b in buckets for m in b], dtype=np.int64)
+    return off, mem
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rounds_equal_the_sequential_rule_on_random_graphs(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(60):
+        n, buckets, sim = _random_case(rng)
+        limit = int(rng.integers(1, 6))
+        t = float(rng.choice([0.3, 0.5, 0.6, 0.8]))
+        calls = []
+
+        def score(p):
+            calls.append(p.size)
+            u, v = unpack(p)
+            assert (u < v).all()
+            return sim[u, v]
+        off, mem = _flat(buckets)
+        got = greedy_select(off, mem, n, score, t, limit=limit)
+        kept, dup, s, skipped = greedy_reference(buckets, n, lambda u, v: sim[u, v], t, limit)
+        assert got.kept.tolist() == kept
+        assert got.duplicate_of.tolist() == dup
+        np.testing.assert_array_equal(got.similarity, np.array(s, dtype=np.float64))
+        assert got.skipped == skipped
+        # the kept documents are independent in the pairs found similar
+        u, v = unpack(got.pairs)
+        assert not (got.kept[u] & got.kept[v]).any()
+        assert (got.pair_scores >= t).all()
+        assert got.comparisons == sum(calls)
+
+
+def test_rounds_do_not_depend_on_the_order_of_buckets():
+    rng = np.random.default_rng(11)
+    for _ in range(40):
+        n, buckets, sim = _random_case(rng)
+
+        def score(p):
+            u, v = unpack(p)
+            return sim[u, v]
+        a = greedy_select(*_flat(buckets), n, score, 0.5, limit=3)
+        perm = rng.permutation(len(buckets))
+        b = greedy_select(*_flat([buckets[i] for i in perm]), n, score, 0.5, limit=3)
+        assert a.kept.tolist() == b.kept.tolist()
+        assert a.duplicate_of.tolist() == b.duplicate_of.tolist()
+        assert a.comparisons == b.comparisons
+
+
+def test_a_chain_keeps_every_other_document():
+    # 0 ~ 1 ~ 2 ~ 3 ~ 4 along a chain, nothing else similar: greedy keeps
+    # 0, 2, 4 and each removed one names its kept neighbour before it
+    n = 5
+    sim = np.zeros((n, n))
+    for i in range(n - 1):
+        sim[i, i + 1] = sim[i + 1, i] = 0.9
+
+    def score(p):
+        u, v = unpack(p)
+        return sim[u, v]
+    got = greedy_select(np.array([0, 5]), np.arange(5), n, score, 0.8)
+    assert got.kept.tolist() == [True, False, True, False, True]
+    assert got.duplicate_of.tolist() == [-1, 0, -1, 2, -1]
+    assert got.rounds >= 2
+
+
+def test_a_crowded_bucket_is_bounded_and_counted():
+    # 30 mutually dissimilar documents in one bucket, limit 4: each is
+    # compared with at most the first 4 kept ones
+    n = 30
+    got = greedy_select(np.array([0, n]), np.arange(n), n,
+                        lambda p: np.zeros(p.size), 0.5, limit=4)
+    assert got.kept.all()
+    assert got.comparisons == sum(min(i, 4) for i in range(n))
+    assert got.skipped == sum(max(0, i - 4) for i in range(n))
+    with pytest.raises(ValueError, match="limit"):
+        greedy_select(np.array([0, 2]), np.arange(2), 2, lambda p: np.zeros(p.size), 0.5,
+                      limit=0)
+
+
+def test_similarity_summary_counts_what_is_below_the_threshold():
+    s = similarity_summary(np.array([0.5, 0.79, 0.8, 0.95, 1.0]), 0.8)
+    assert s["removed"] == 5 and s["below_threshold"] == 2
+    assert s["min"] == 0.5 and s["median"] == 0.8
+    assert sum(s["histogram"]["counts"]) == 5
+    empty = similarity_summary(np.zeros(0), 0.8)
+    assert empty["removed"] == 0 and empty["median"] is None
+
+
+# -- on real text --------------------------------------------------------------
+
+def _paragraphs(limit):
+    out = []
+    for path in FILES:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8", errors="replace")
+        out += [p.strip() for p in text.split("\n\n") if p.strip()]
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
+def _sequential(texts, cfg, limit):
+    """Plain Python: identical texts first, then buckets of the band keys, then
+    the sequential greedy rule over exact Jaccard of Python shingle sets."""
+    sets = [ref.shingles(t, cfg.shingle, cfg.ngram) for t in texts]
+    first: dict = {}
+    reps = []
+    for i, t in enumerate(texts):
+        if sets[i] and t not in first:
+            first[t] = i
+            reps.append(i)
+    be = CpuBackend()
+    off, data = text_buffers(pa.array(texts, pa.large_string()))
+    sig, _ = signatures(be, off, data, np.array(reps, dtype=np.int64), cfg)
+    keys = be.band_keys(sig, cfg.bands, cfg.rows)
+    buckets = []
+    for j in range(cfg.bands):
+        groups: dict = {}
+        for r in range(len(reps)):
+            groups.setdefault(int(keys[r, j]), []).append(r)
+        buckets += [g for g in groups.values() if len(g) > 1]
+
+    def score(u, v):
+        return ref.jaccard(sets[reps[u]], sets[reps[v]])
+    kept_r, dup_r, _, skipped = greedy_reference(buckets, len(reps), score,
+                                                 float(cfg.threshold), limit)
+    kept = [True] * len(texts)
+    dup = [-1] * len(texts)
+    for r, i in enumerate(reps):
+        if not kept_r[r]:
+            kept[i], dup[i] = False, reps[dup_r[r]]
+    for i, t in enumerate(texts):
+        g = first.get(t)
+        if g is not None and g != i:
+            kept[i] = False
+            dup[i] = g if kept[g] else dup[g]
+    return kept, dup, skipped
+
+
+@needs_debian
+@pytest.mark.parametrize("limit", [64, 2])
+def test_real_text_equals_the_sequential_rule_whatever_the_partitioning(limit):
+    texts = _paragraphs(2500)
+    cfg = Config(shingle="char", ngram=5, normalize="none", num_perm=128, threshold=0.8,
+                 bucket_limit=limit).resolved()
+    kept, dup, skipped = _sequential(texts, cfg, limit)
+    assert kept.count(False) >= 200
+    arr = pa.array(texts, pa.large_string())
+    runs = [deduplicate(arr, cfg),
+            deduplicate(arr, cfg, partition_bytes=64 << 10),
+            deduplicate(arr, cfg, scheduler="threads", workers=2, partition_bytes=128 << 10)]
+    for r in runs:
+        assert r.kept.tolist() == kept
+        assert r.duplicate_of.tolist() == dup
+        assert r.stats["skipped_comparisons"] == skipped
+    if limit == 2:
+        assert skipped > 0
+
+
+@needs_debian
+def test_deduplicating_the_kept_documents_again_removes_nothing():
+    texts = _paragraphs(4000)
+    for keep in ("first", "longest"):
+        cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep=keep)
+        r = deduplicate(pa.array(texts, pa.large_string()), cfg)
+        assert (~r.kept).sum() >= 300
+        again = [t for t, k in zip(texts, r.kept) if k]
+        r2 = deduplicate(pa.array(again, pa.large_string()), cfg)
+        assert r2.kept.all(), f"keep={keep}: {(~r2.kept).sum()} removed on the second run"
+
+
+def test_keep_longest_keeps_the_longest_of_identical_and_near_texts():
+    base = "the quick brown fox jumps over the lazy dog near the river bank " * 3
+    texts = [base, base + "!", base.replace(" ", "   "), base + "!!",
+             "unrelated words entirely here"]
+    # after whitespace folding 0 and 2 are identical texts, 2 the longest of
+    # all in code points; 1 and 3 are near copies of them
+    r = deduplicate(texts, Config(threshold=0.8, keep="longest"))
+    assert r.kept.tolist() == [False, False, True, False, True]
+    assert r.duplicate_of.tolist() == [2, 2, -1, 2, -1]
+    assert r.similarity[0] == 1.0 and r.similarity[1] < 1.0
+    f = deduplicate(texts, Config(threshold=0.8, keep="first"))
+    assert f.kept.tolist() == [True, False, False, False, True]
+    assert f.duplicate_of.tolist() == [-1, 0, 0, 0, -1]
+    assert f.similarity[2] == 1.0 and f.stats["exact_removed"] == 1
+    assert np.isnan(f.similarity[0])
+
+
+def test_components_name_their_kept_document_and_its_similarity():
+    base = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu"
+    words = base.split()
+    chain = [" ".join(words[i:] + words[:i]) for i in range(0, 4)]
+    r = deduplicate(chain, Config(shingle="word", ngram=1, threshold=0.8,
+                                  cluster="components"))
+    g = deduplicate(chain, Config(shingle="word", ngram=1, threshold=0.8))
+    # rotations of one word list: identical sets of words, so all one cluster
+    assert r.kept.sum() == 1 and g.kept.sum() == 1
+    assert (r.duplicate_of[~r.kept] == np.flatnonzero(r.kept)[0]).all()
+    assert np.allclose(r.similarity[~r.kept], 1.0)
+
+
+def test_jaccard_at_least_is_exact_from_the_floor_up():
+    from gpu_dedup.kernels import cpu
+    rng = np.random.default_rng(4)
+    sets = [np.unique(rng.integers(1, 60, size=int(rng.integers(0, 40)))).astype(np.uint64)
+            for _ in range(80)]
+    off = np.concatenate([[0], np.cumsum([s.size for s in sets])]).astype(np.int64)
+    vals = np.concatenate(sets)
+    ia = rng.integers(0, 80, size=3000).astype(np.int64)
+    ib = rng.integers(0, 80, size=3000).astype(np.int64)
+    exact = cpu.jaccard_edges(off, vals, ia, ib)
+    for floor in (0.3, 0.5, 0.8, 1.0):
+        got = cpu.jaccard_edges_at_least(off, vals, ia, ib, floor)
+        hi = exact >= floor
+        assert hi.any() and (~hi).any()
+        np.testing.assert_array_equal(got[hi], exact[hi])
+        assert (got[~hi] < floor).all()
