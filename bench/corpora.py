@@ -207,19 +207,13 @@ def debian_paragraphs(n_docs: int | None = None, data_dir: str | None = None) ->
 CHANGELOG_GLOB = "/usr/share/doc/*/changelog.Debian.gz"
 
 
-def debian_text(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
-    """Real text in larger numbers: the copyright paragraphs, then the
-    blank-line-separated entries of every ``changelog.Debian.gz`` (files in
-    sorted order), the first ``n_docs`` of them or all."""
+def changelog_texts(limit: int | None = None) -> list[str]:
+    """The blank-line-separated entries of every ``changelog.Debian.gz``
+    (files in sorted order), at least ``limit`` of them when that many exist."""
     import gzip
-    suffix = "" if n_docs is None else f"_{n_docs}"
-    path = os.path.join(_data_dir(data_dir), f"debian_text{suffix}.jsonl")
-    spec = _cached(path)
-    if spec:
-        return spec
-    texts = debian_paragraph_texts()
+    texts: list[str] = []
     for p in sorted(glob.glob(CHANGELOG_GLOB)):
-        if n_docs is not None and len(texts) >= n_docs:
+        if limit is not None and len(texts) >= limit:
             break
         try:
             with gzip.open(p, "rb") as f:
@@ -227,13 +221,41 @@ def debian_text(n_docs: int | None = None, data_dir: str | None = None) -> Corpu
         except (OSError, EOFError):
             continue
         texts += [x.strip() for x in raw.split("\n\n") if x.strip()]
+    return texts
+
+
+def _real(name: str, n_docs, data_dir, build, description) -> CorpusSpec:
+    """A cached corpus of real text: ``build(n_docs)`` gives its texts."""
+    suffix = "" if n_docs is None else f"_{n_docs}"
+    path = os.path.join(_data_dir(data_dir), f"{name}{suffix}.jsonl")
+    spec = _cached(path)
+    if spec:
+        return spec
+    texts = build(n_docs)
     if n_docs is not None:
         texts = texts[:n_docs]
     nbytes = write_jsonl(path, texts)
-    return _save_meta(CorpusSpec(
-        f"debian-text-{len(texts)}", path, len(texts), nbytes, "char", 5, 0.8,
-        f"{len(texts):,} real paragraphs: {DEBIAN_GLOB} paragraphs, then {CHANGELOG_GLOB} "
-        f"entries"))
+    return _save_meta(CorpusSpec(f"{name.replace('_', '-')}-{len(texts)}", path, len(texts),
+                                 nbytes, "char", 5, 0.8, description(len(texts))))
+
+
+def debian_text(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """Real text in larger numbers: the copyright paragraphs, then the
+    blank-line-separated entries of every ``changelog.Debian.gz`` (files in
+    sorted order), the first ``n_docs`` of them or all."""
+    def build(n):
+        texts = debian_paragraph_texts()
+        return texts + changelog_texts(None if n is None else max(0, n - len(texts)))
+    return _real("debian_text", n_docs, data_dir, build,
+                 lambda n: f"{n:,} real paragraphs: {DEBIAN_GLOB} paragraphs, then "
+                           f"{CHANGELOG_GLOB} entries")
+
+
+def debian_changelogs(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """The entries of every ``changelog.Debian.gz`` alone (release notes:
+    real, repetitive, and unlike licence text), the first ``n_docs`` or all."""
+    return _real("debian_changelogs", n_docs, data_dir, changelog_texts,
+                 lambda n: f"{n:,} real entries of {CHANGELOG_GLOB}")
 
 
 def debian_lines() -> list[str]:
