@@ -91,13 +91,13 @@ def selection(out: str) -> tuple[np.ndarray, np.ndarray]:
     return kept, dup
 
 
-def again(out: str, tmp: str, mode: str) -> int:
-    """Documents a second run over ``out/data/`` removes."""
+def again(out: str, tmp: str, mode: str, extra=()) -> int:
+    """Documents a second run over ``out/data/`` with the same options removes."""
     data = os.path.join(out, "data")
     files = [os.path.join(data, f) for f in sorted(os.listdir(data))]
     out2 = os.path.join(tmp, f"again-{mode}")
     cmd = [sys.executable, "-m", "gpu_dedup.cli", "run", *files, "-o", out2, "--overwrite",
-           "--cluster", mode, "--no-html", *ARGS]
+           "--cluster", mode, "--no-html", *ARGS, *extra]
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{p.stderr}")
@@ -147,14 +147,14 @@ def measure(name: str, repeat: int, skip_rensa: bool, splits=()) -> list[dict]:
                          "again": again(out, tmp, m)})
         for b, r in splits:                  # recall-leaning LSH splits, greedy
             out = os.path.join(tmp, f"b{b}r{r}")
-            secs = [gpu_dedup_run(spec.path, out, "greedy", ["--bands", str(b), "--rows", str(r)])
-                    for _ in range(repeat)]
+            split = ["--bands", str(b), "--rows", str(r)]
+            secs = [gpu_dedup_run(spec.path, out, "greedy", split) for _ in range(repeat)]
             kept, dup = selection(out)
             q = exact.removal_quality(kept, dup, off, vals)
             rows.append({"corpus": name, "documents": len(texts),
                          "tool": f"gpu_dedup greedy {b}x{r}", **q,
                          "seconds": statistics.median(secs), "runs": secs,
-                         "again": again(out, tmp, "greedy")})
+                         "again": again(out, tmp, "greedy", split)})
     if not skip_rensa:
         kept, dt = run_rensa(texts)
         q = exact.removal_quality(kept, np.full(len(texts), -1), off, vals)

@@ -109,7 +109,7 @@ def _config_options(f):
                           "(duplicate_of). components: one document kept per connected "
                           "component of verified pairs (transitive; chains can join "
                           "dissimilar documents)."),
-        click.option("--bucket-limit", type=int, default=64, show_default=True,
+        click.option("--bucket-limit", type=int, default=32, show_default=True,
                      help="Greedy: kept documents of one bucket each document is compared "
                           "with; comparisons beyond it are skipped and counted in "
                           "report.json."),
@@ -280,10 +280,10 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
               help="Hash budget K (number of MinHash hash functions).")
 @click.option("--fp-weight", type=float, default=None,
               help="Weight of the false-positive area in the choice (default: the engine's, "
-                   "0.05).")
+                   "0.01).")
 @click.option("--fn-weight", type=float, default=None,
               help="Weight of the false-negative area in the choice (default: the engine's, "
-                   "0.95).")
+                   "0.99).")
 @click.option("--plot", default=None, metavar="FILE.png",
               help="Also draw the S-curves, the threshold marked, into this PNG.")
 @click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")

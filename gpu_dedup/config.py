@@ -1,13 +1,13 @@
 """The frozen run configuration.
 
-Its string form names what made a result, e.g. ``char5_nfkc-lower-ws_k128_b16r8_t0.8_s42``.
+Its string form names what made a result, e.g. ``char5_nfkc-lower-ws_k128_b18r7_t0.8_s42``.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
 from .errors import ConfigError
-from .params import choose_bands_rows
+from .params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, choose_bands_rows
 
 NORMALIZATIONS = ("none", "nfkc", "lower", "punct", "ws", "digits")
 DEFAULT_NORMALIZE = ("nfkc", "lower", "ws")
@@ -84,10 +84,10 @@ class Config:
     exact: bool = True
     keep: str = "first"
     cluster: str = "greedy"
-    bucket_limit: int = 64
+    bucket_limit: int = 32
     max_rounds: int = 4
-    fp_weight: float = field(default=0.05, compare=True)
-    fn_weight: float = field(default=0.95, compare=True)
+    fp_weight: float = field(default=DEFAULT_FP_WEIGHT, compare=True)
+    fn_weight: float = field(default=DEFAULT_FN_WEIGHT, compare=True)
 
     def __post_init__(self):
         object.__setattr__(self, "normalize", parse_normalize(self.normalize))

@@ -155,6 +155,7 @@ def _sequential(texts, cfg, limit):
         for r in range(len(reps)):
             groups.setdefault(int(keys[r, j]), []).append(r)
         buckets += [g for g in groups.values() if len(g) > 1]
+    buckets = [list(b) for b in dict.fromkeys(tuple(b) for b in buckets)]   # the same members: once
 
     def score(u, v):
         return ref.jaccard(sets[reps[u]], sets[reps[v]])
@@ -174,7 +175,7 @@ def _sequential(texts, cfg, limit):
 
 
 @needs_debian
-@pytest.mark.parametrize("limit", [64, 2])
+@pytest.mark.parametrize("limit", [32, 2])
 def test_real_text_equals_the_sequential_rule_whatever_the_partitioning(limit):
     texts = _paragraphs(2500)
     cfg = Config(shingle="char", ngram=5, normalize="none", num_perm=128, threshold=0.8,

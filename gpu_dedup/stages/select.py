@@ -209,7 +209,7 @@ def _cross(mem, entries, c, k_entries, k_start):
 
 
 def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
-                  threshold: float, limit: int = 64, accept_all: bool = False) -> Selection:
+                  threshold: float, limit: int = 32, accept_all: bool = False) -> Selection:
     """The sequential greedy rule, in rounds (see the module docstring).
 
     Args:
@@ -334,7 +334,7 @@ def _finish(seg, mem, state, memo, n, limit, threshold, rounds) -> Selection:
 
 
 def greedy_reference(buckets: list, n: int, score, threshold: float,
-                     limit: int = 64) -> tuple[list, list, list, int]:
+                     limit: int = 32) -> tuple[list, list, list, int]:
     """The plain sequential rule, one document at a time: the oracle of
     :func:`greedy_select`.
 
