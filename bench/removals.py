@@ -180,8 +180,8 @@ def line(r: dict) -> str:
             f"  {r['seconds']:7.2f} s  again {r['again'] if r['again'] is not None else 'n/a'}")
 
 
-def markdown(rows: list[dict], repeat: int) -> str:
-    out = [f"Machine: {results.machine_line(results.machine())}", "",
+def markdown(rows: list[dict], repeat: int, machine: dict) -> str:
+    out = [f"Machine: {results.machine_line(machine)}", "",
            "`python bench/removals.py` (char 5-grams, `--normalize none`, 128 hashes, "
            f"threshold 0.8; gpu_dedup seconds are the median of {repeat} whole-process runs, "
            "alternating greedy and components; rensa's include its shingling).", "",
@@ -202,7 +202,8 @@ def markdown(rows: list[dict], repeat: int) -> str:
     out += ["", "justified: removed documents whose `duplicate_of` is at exact Jaccard >= 0.8 "
             "(rensa names no kept document: n/a). supported: removed documents with any kept "
             "document at >= 0.8. residual: kept documents with another kept document at "
-            ">= 0.8."]
+            ">= 0.8. `greedy BxR`: greedy with that LSH split instead of the default "
+            "(same `--bucket-limit`), to show what favouring recall costs and gives."]
     return "\n".join(out)
 
 
@@ -219,10 +220,11 @@ def main(argv=None) -> int:
     for name in a.corpora.split(","):
         splits = [tuple(int(x) for x in s.split("x")) for s in a.splits.split(",") if s]
         rows += measure(name.strip(), a.repeat, a.skip_rensa, splits)
-    md = markdown(rows, a.repeat)
+    machine = results.machine()
+    md = markdown(rows, a.repeat, machine)
     print(md)
     if not a.no_save:
-        results.save("removals", md, {"rows": rows, "machine": results.machine()})
+        results.save("removals", md, {"rows": rows, "machine": machine, "repeat": a.repeat})
     return 0
 
 

@@ -18,8 +18,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["speed", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["removals", "speed", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
+    "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "One million short documents: gpu_dedup beside rensa and datasketch",
     "one-engine": "One engine: every mode, the same bytes; in-memory speed against the previous tree",
     "gpu": "One H200: `python bench/gpu_check.py`",
@@ -142,6 +143,7 @@ How to read the tables:
 To reproduce (`pip install -e '.[bench]'` adds datasketch, rensa and
 matplotlib):
 
+    python bench/removals.py         # what each selection removes, by exact Jaccard (about 10 min)
     python bench/run.py --quick      # side by side on four small corpora, < 10 min on 2 cores
     python bench/run.py --speed      # one million short documents
     python bench/run.py              # side by side, larger corpora (about an hour)
