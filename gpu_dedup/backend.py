@@ -218,23 +218,23 @@ class CpuBackend:
             active = np.ones(keys.shape[0], dtype=np.bool_)
         return self._k.bucket_edges(keys, active)
 
-    def segment_bucket_edges(self, keys, docs, seg):
-        """Candidate edges of several key segments: ``kernels.cpu.segment_bucket_edges``
-        (see :meth:`Backend.segment_bucket_edges`)."""
+    def _segments(self, keys, docs, seg):
+        """The arguments of the segment kernels, contiguous and checked."""
         keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
         docs = np.ascontiguousarray(docs, dtype=np.int64).reshape(-1)
         seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
         self._k.check_segments(keys, docs, seg)
-        return self._k.segment_bucket_edges(keys, docs, seg)
+        return keys, docs, seg
+
+    def segment_bucket_edges(self, keys, docs, seg):
+        """Candidate edges of several key segments: ``kernels.cpu.segment_bucket_edges``
+        (see :meth:`Backend.segment_bucket_edges`)."""
+        return self._k.segment_bucket_edges(*self._segments(keys, docs, seg))
 
     def segment_buckets(self, keys, docs, seg):
         """Buckets of several key segments: ``kernels.cpu.segment_buckets``
         (see :meth:`Backend.segment_buckets`)."""
-        keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
-        docs = np.ascontiguousarray(docs, dtype=np.int64).reshape(-1)
-        seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
-        self._k.check_segments(keys, docs, seg)
-        return self._k.segment_buckets(keys, docs, seg)
+        return self._k.segment_buckets(*self._segments(keys, docs, seg))
 
     # -- verification -----------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):

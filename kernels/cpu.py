@@ -199,6 +199,26 @@ def band_keys(sig, bands, rows, out):
             out[i, j] = key
 
 
+@njit(cache=True, inline="always")
+def _bucket_table(n):
+    """An empty open-addressing table for ``n`` keys: keys, and heads (-1)."""
+    size = 1
+    while size < 2 * n + 2:
+        size <<= 1
+    return np.empty(size, np.uint64), np.full(size, -1, np.int64)
+
+
+@njit(cache=True, inline="always")
+def _bucket_slot(tab_key, tab_head, k):
+    """The slot of key ``k`` in an open-addressing table of a power-of-two
+    size: where it is, or the empty slot (``tab_head < 0``) it goes in."""
+    size = tab_key.shape[0]
+    slot = np.int64((k ^ (k >> U64(29))) & U64(size - 1))
+    while tab_head[slot] >= 0 and tab_key[slot] != k:
+        slot = (slot + 1) & np.int64(size - 1)
+    return slot
+
+
 @njit(parallel=True, cache=True)
 def segment_bucket_edges(keys, docs, seg):
     """Candidate edges of the buckets of several key segments, packed
@@ -219,37 +239,27 @@ def segment_bucket_edges(keys, docs, seg):
     for j in prange(g):
         lo = seg[j]
         hi = seg[j + 1]
-        n = hi - lo
-        size = 1
-        while size < 2 * n + 2:
-            size <<= 1
-        mask = U64(size - 1)
-        tab_key = np.empty(size, np.uint64)
-        tab_first = np.full(size, -1, np.int64)
-        tab_last = np.empty(size, np.int64)
+        tab_key, tab_first = _bucket_table(hi - lo)
+        tab_last = np.empty(tab_key.shape[0], np.int64)
         m = 0
         base = 2 * lo
         for i in range(lo, hi):
             k = keys[i]
             d = i - lo if implicit else docs[i]
-            slot = np.int64((k ^ (k >> U64(29))) & mask)
-            while True:
-                a = tab_first[slot]
-                if a < 0:
-                    tab_first[slot] = d
-                    tab_last[slot] = d
-                    tab_key[slot] = k
-                    break
-                if tab_key[slot] == k:
-                    out[base + m] = (U64(a) << U64(32)) | U64(d)
+            slot = _bucket_slot(tab_key, tab_first, k)
+            a = tab_first[slot]
+            if a < 0:
+                tab_first[slot] = d
+                tab_last[slot] = d
+                tab_key[slot] = k
+            else:
+                out[base + m] = (U64(a) << U64(32)) | U64(d)
+                m += 1
+                last = tab_last[slot]
+                if last != a:
+                    out[base + m] = (U64(last) << U64(32)) | U64(d)
                     m += 1
-                    last = tab_last[slot]
-                    if last != a:
-                        out[base + m] = (U64(last) << U64(32)) | U64(d)
-                        m += 1
-                    tab_last[slot] = d
-                    break
-                slot = (slot + 1) & np.int64(size - 1)
+                tab_last[slot] = d
         counts[j] = m
     n_out = 0
     for j in range(g):
@@ -284,29 +294,19 @@ def segment_buckets(keys, docs, seg):
         lo = seg[j]
         hi = seg[j + 1]
         n = hi - lo
-        size = 1
-        while size < 2 * n + 2:
-            size <<= 1
-        mask = U64(size - 1)
-        tab_key = np.empty(size, np.uint64)
-        tab_id = np.full(size, -1, np.int64)
+        tab_key, tab_id = _bucket_table(n)
         local = np.empty(max(n, 1), np.int64)
         cnt = np.zeros(max(n, 1), np.int64)
         nb = 0
         for i in range(lo, hi):
             k = keys[i]
-            slot = np.int64((k ^ (k >> U64(29))) & mask)
-            while True:
-                b = tab_id[slot]
-                if b < 0:
-                    tab_id[slot] = nb
-                    tab_key[slot] = k
-                    b = nb
-                    nb += 1
-                    break
-                if tab_key[slot] == k:
-                    break
-                slot = (slot + 1) & np.int64(size - 1)
+            slot = _bucket_slot(tab_key, tab_id, k)
+            b = tab_id[slot]
+            if b < 0:
+                tab_id[slot] = nb
+                tab_key[slot] = k
+                b = nb
+                nb += 1
             local[i - lo] = b
             cnt[b] += 1
         pos = np.empty(max(nb, 1), np.int64)
@@ -470,26 +470,10 @@ def shingle_sets(offsets, data, docs, word_mode, n):
 
 
 @njit(cache=True, inline="always")
-def _intersect_sorted(values, a0, a1, b0, b1):
-    c = 0
-    while a0 < a1 and b0 < b1:
-        x = values[a0]
-        y = values[b0]
-        if x == y:
-            c += 1
-            a0 += 1
-            b0 += 1
-        elif x < y:
-            a0 += 1
-        else:
-            b0 += 1
-    return c
-
-
-@njit(cache=True, inline="always")
 def _intersect_at_least(values, a0, a1, b0, b1, need):
-    """The size of the intersection, or a smaller number as soon as it
-    cannot reach ``need``."""
+    """The size of the intersection of the sorted runs ``values[a0:a1]`` and
+    ``values[b0:b1]``, or a smaller number as soon as it cannot reach
+    ``need``."""
     c = 0
     while a0 < a1 and b0 < b1:
         if c + min(a1 - a0, b1 - b0) < need:
@@ -505,6 +489,12 @@ def _intersect_at_least(values, a0, a1, b0, b1, need):
         else:
             b0 += 1
     return c
+
+
+@njit(cache=True, inline="always")
+def _intersect_sorted(values, a0, a1, b0, b1):
+    """The size of the intersection of two sorted runs of ``values``."""
+    return _intersect_at_least(values, a0, a1, b0, b1, 0)
 
 
 @njit(parallel=True, cache=True)
@@ -529,20 +519,9 @@ def jaccard_edges_at_least(set_off, values, ia, ib, floor):
     return out
 
 
-@njit(parallel=True, cache=True)
 def jaccard_edges(set_off, values, ia, ib):
     """Exact Jaccard of the sets ``ia[e]`` and ``ib[e]`` (indices into the CSR)."""
-    E = ia.shape[0]
-    out = np.empty(E, np.float64)
-    for e in prange(E):
-        a0 = set_off[ia[e]]
-        a1 = set_off[ia[e] + 1]
-        b0 = set_off[ib[e]]
-        b1 = set_off[ib[e] + 1]
-        inter = _intersect_sorted(values, a0, a1, b0, b1)
-        union = (a1 - a0) + (b1 - b0) - inter
-        out[e] = inter / union if union > 0 else 0.0
-    return out
+    return jaccard_edges_at_least(set_off, values, ia, ib, 0.0)
 
 
 @njit(parallel=True, cache=True)
