@@ -169,8 +169,14 @@ class Scorer:
 
 
 def read_gpu_dedup(out: str, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict]:
+    """Labels, pairs and report of a run. The labels are the connected
+    components of the pairs it reports, as for the peers (its own clusters
+    are the greedy selection's: a kept document and those naming it), so that
+    recall means the same for every tool; bench/removals.py judges what the
+    selection removes."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
+    from gpu_dedup.truth import components
     cl = pq.read_table(os.path.join(out, "clusters.parquet"))
     pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
     with open(os.path.join(out, "report.json")) as f:
@@ -178,10 +184,10 @@ def read_gpu_dedup(out: str, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray, d
     got = cl["id"].combine_chunks().cast(ids.type)
     if not got.equals(ids):
         raise RuntimeError(f"{out}: clusters.parquet is not in input order")
-    labels = cl["cluster"].to_numpy()
     a = pc.index_in(pairs["id_a"], value_set=ids).to_numpy(zero_copy_only=False)
     b = pc.index_in(pairs["id_b"], value_set=ids).to_numpy(zero_copy_only=False)
-    return labels, a.astype(np.int64), b.astype(np.int64), report
+    a, b = a.astype(np.int64), b.astype(np.int64)
+    return components(len(ids), a, b), a, b, report
 
 
 def read_ids(path: str):
