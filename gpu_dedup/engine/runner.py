@@ -484,19 +484,41 @@ class Runner:
 
     def _shared_sets(self, positions: np.ndarray):
         """The shingle sets of the representatives at ``positions`` (sorted),
-        built once when the corpus is one chunk held in this process's
-        memory: every round's scoring then reads them instead of building
-        sets again. None otherwise (tasks then build the sets of their own
+        built once, chunk by chunk, when this process's tasks can read them
+        and they fit a quarter of the budget (about 12 bytes a text byte):
+        every round's scoring then reads them instead of building sets
+        again. None otherwise (tasks then build the sets of their own
         batch)."""
         cfg = self.cfg
-        if (self.store.kind != "memory" or len(self.chunks) != 1 or not positions.size
+        if (not self.ex.shared_memory or not positions.size
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
         docs = self.reps[positions]
-        off, data = self.store.buffers(f"prep/{self.chunks[0]['key']}/text.arrow")
+        if self.store.kind != "memory" and docs.size * self.avg_text * 12 > self.plan.budget / 4:
+            return None
+        word = cfg.shingle == "word"
+        if len(self.chunks) == 1:      # the backend's own handle (a device may keep it)
+            off, data = self.store.buffers(f"prep/{self.chunks[0]['key']}/text.arrow")
+            sets = self.be.shingle_sets(off, data, word, cfg.ngram, docs)
+        else:
+            cut = np.searchsorted(docs, self.doc_starts)
+            offs, vals, base = [np.zeros(1, np.int64)], [], 0
+            for ci, c in enumerate(self.chunks):
+                d = docs[cut[ci]:cut[ci + 1]]
+                if not d.size:
+                    continue
+                off, data = self.store.buffers(f"prep/{c['key']}/text.arrow")
+                _, so, sv = self.be.shingle_sets(off, data, word, cfg.ngram,
+                                                 d - int(self.doc_starts[ci]))
+                so, sv = tasks.host(self.be, so), tasks.host(self.be, sv)
+                offs.append(so[1:] + base)
+                base += int(so[-1])
+                vals.append(sv)
+                del off, data
+            sets = (docs, np.concatenate(offs), np.concatenate(vals))
         row = np.full(self.N, -1, dtype=np.int64)
         row[docs] = np.arange(docs.size, dtype=np.int64)
-        return self.be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, docs), row
+        return sets, row
 
     def select(self) -> None:
         """Per document: kept, the kept document it duplicates and the
