@@ -37,6 +37,14 @@ The peers:
   16 from 0.7, 32 from 0.5, else ``K/2``); ``query_all`` for the candidates,
   each kept when the sketches' estimated Jaccard reaches the threshold, as
   that deduplicator does.
+* ``rensa-dedup``: rensa's own pipeline to keep decisions,
+  ``RMinHashDeduplicator(threshold, num_perm, use_lsh=True).add_pairs`` over
+  the token lists in input order; writes ``DIR/kept.npy`` (bool per document)
+  instead of pairs.
+* ``rensa-matrix``: rensa's bulk path, ``digest_matrix_from_token_sets`` and
+  ``RMinHashLSH.query_duplicate_flags_matrix_one_shot``; it flags both ends of
+  a pair, so its ``kept.npy`` (the unflagged rows) is timed for speed, not a
+  deduplication.
 """
 from __future__ import annotations
 
@@ -50,7 +58,7 @@ import zlib
 
 import numpy as np
 
-PEERS = ("cookbook", "datasketch", "rensa")
+PEERS = ("cookbook", "datasketch", "rensa", "rensa-dedup", "rensa-matrix")
 
 
 # -- shared: read and shingle ------------------------------------------------
@@ -229,13 +237,54 @@ def run_rensa(sets, num_perm, threshold, seed, bands=None, rows=None):
         {"bands": nb, "rows": num_perm // nb, "verified": True, "candidates": int(ca.size)}
 
 
-RUNNERS = {"cookbook": run_cookbook, "datasketch": run_datasketch, "rensa": run_rensa}
+def run_rensa_dedup(sets, num_perm, threshold, seed, bands=None, rows=None):
+    """rensa's own deduplication pipeline, its fastest path to keep decisions:
+    ``RMinHashDeduplicator.add_pairs`` over the token lists, in input order (a
+    document is removed when rensa finds it a duplicate of one already added)."""
+    from rensa import RMinHashDeduplicator
+    t0 = time.perf_counter()
+    live = [i for i, s in enumerate(sets) if s]
+    kw = {} if bands is None else {"num_bands": bands}
+    dd = RMinHashDeduplicator(threshold=threshold, num_perm=num_perm, use_lsh=True, seed=seed,
+                              **kw)
+    added = np.asarray(dd.add_pairs([(str(i), sets[i]) for i in live]), dtype=bool)
+    kept = np.ones(len(sets), dtype=bool)
+    kept[np.array(live, dtype=np.int64)[~added]] = False
+    nb = bands if bands is not None else rensa_bands(threshold, num_perm)
+    return kept, {"dedup": time.perf_counter() - t0}, \
+        {"bands": nb, "rows": num_perm // nb, "verified": True, "keep_decisions": True}
+
+
+def run_rensa_matrix(sets, num_perm, threshold, seed, bands=None, rows=None):
+    """rensa's bulk matrix path: ``digest_matrix_from_token_sets`` and
+    ``RMinHashLSH.query_duplicate_flags_matrix_one_shot``. It flags every row
+    that shares a band with another row, so both ends of a pair are flagged:
+    flags, not keep decisions (timed for speed only)."""
+    from rensa import RMinHash, RMinHashLSH
+    t0 = time.perf_counter()
+    live = [i for i, s in enumerate(sets) if s]
+    mat = RMinHash.digest_matrix_from_token_sets([sets[i] for i in live], num_perm, seed)
+    t1 = time.perf_counter()
+    nb = bands if bands is not None else rensa_bands(threshold, num_perm)
+    lsh = RMinHashLSH(threshold=threshold, num_perm=num_perm, num_bands=nb)
+    flags = np.asarray(lsh.query_duplicate_flags_matrix_one_shot(mat), dtype=bool)
+    kept = np.ones(len(sets), dtype=bool)
+    kept[np.array(live, dtype=np.int64)[flags]] = False
+    return kept, {"sketch": t1 - t0, "lsh": time.perf_counter() - t1}, \
+        {"bands": nb, "rows": num_perm // nb, "verified": False, "keep_decisions": False}
+
+
+RUNNERS = {"cookbook": run_cookbook, "datasketch": run_datasketch, "rensa": run_rensa,
+           "rensa-dedup": run_rensa_dedup, "rensa-matrix": run_rensa_matrix}
+#: Peers that decide what is kept (``kept.npy``) rather than report pairs.
+KEEPERS = ("rensa-dedup", "rensa-matrix")
 
 
 def version_of(peer: str) -> str:
     import importlib.metadata as md
     if peer == "cookbook":
         return "from the cookbook's text"
+    peer = peer.split("-")[0]
     try:
         return md.version(peer)
     except md.PackageNotFoundError:
@@ -260,9 +309,14 @@ def main(argv=None) -> int:
     t_read = time.perf_counter()
     sets = shingle_all(texts, args.shingle, args.ngram)
     t_sh = time.perf_counter()
-    pairs, phases, info = RUNNERS[args.peer](sets, args.num_perm, args.threshold, args.seed,
-                                             args.bands, args.rows)
+    result, phases, info = RUNNERS[args.peer](sets, args.num_perm, args.threshold, args.seed,
+                                              args.bands, args.rows)
     os.makedirs(args.out, exist_ok=True)
+    if args.peer in KEEPERS:
+        np.save(os.path.join(args.out, "kept.npy"), result)
+        pairs = np.zeros((0, 2), np.int64)
+    else:
+        pairs = result
     np.save(os.path.join(args.out, "pairs.npy"), pairs)
     seconds = {"read": t_read - t_start, "shingle": t_sh - t_read, **phases,
                "total": time.perf_counter() - t_start}

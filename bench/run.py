@@ -38,7 +38,7 @@ if HERE not in sys.path:
 import corpora  # noqa: E402
 import results  # noqa: E402
 
-TOOLS = ("gpu_dedup", "cookbook", "datasketch", "rensa")
+TOOLS = ("gpu_dedup", "cookbook", "datasketch", "rensa", "rensa-dedup", "rensa-matrix")
 NUM_PERM = 128
 SEED = 42
 
@@ -52,7 +52,8 @@ PRESETS = {
                          "debian-paragraphs", "debian-short:300000"], "repeat": 3,
              "timeout": 1800, "section": "comparison-full"},
     "speed": {"corpora": ["debian-short:1000000"], "repeat": 3, "timeout": 1800,
-              "tools": ["gpu_dedup", "rensa", "datasketch"], "section": "speed"},
+              "tools": ["gpu_dedup", "rensa-dedup", "rensa-matrix", "rensa", "datasketch"],
+              "section": "speed"},
 }
 
 
@@ -152,6 +153,19 @@ class Scorer:
         off, vals = self._sets
         return jaccard_edges(off, vals, np.asarray(a, np.int64), np.asarray(b, np.int64))
 
+    def removals(self, kept: np.ndarray, dup) -> dict:
+        """justified, supported and residual (``Truth.removal_quality``) of what
+        a tool keeps; ``dup`` is the kept document each removed one names, or
+        None when the tool names none."""
+        from gpu_dedup.truth import shingle_sets
+        if self._sets is None:
+            self._sets = shingle_sets(self.texts, self.spec.shingle, self.spec.ngram, "none")
+        dup = np.full(self.n, -1, np.int64) if dup is None else dup
+        q = self.truth.removal_quality(kept, dup, *self._sets)
+        named = bool((dup >= 0).any())
+        return {"removed": q["removed"], "justified": q["justified_share"] if named else None,
+                "supported": q["supported_share"], "residual": q["residual_share"]}
+
     def score(self, labels: np.ndarray, a: np.ndarray, b: np.ndarray) -> dict:
         t = self.truth
         same = labels[t.pair_a] == labels[t.pair_b]
@@ -188,6 +202,16 @@ def read_gpu_dedup(out: str, ids) -> tuple[np.ndarray, np.ndarray, np.ndarray, d
     b = pc.index_in(pairs["id_b"], value_set=ids).to_numpy(zero_copy_only=False)
     a, b = a.astype(np.int64), b.astype(np.int64)
     return components(len(ids), a, b), a, b, report
+
+
+def read_selection(out: str, ids) -> tuple[np.ndarray, np.ndarray]:
+    """What a gpu_dedup run kept, and the kept document each removed one names."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    cl = pq.read_table(os.path.join(out, "clusters.parquet"))
+    kept = cl["kept"].to_numpy(zero_copy_only=False).astype(bool)
+    dup = pc.index_in(cl["duplicate_of"], value_set=ids).fill_null(-1)
+    return kept, dup.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def read_ids(path: str):
@@ -227,20 +251,34 @@ def bench_tool(tool: str, spec, scorer: Scorer, out_root: str, repeat: int, time
     row["seconds"] = statistics.median(secs)
     row["docs_per_s"] = spec.docs / row["seconds"]
     row["peak_rss"] = max(r["peak_rss"] for r in row["runs"])
+    kept = dup = None
+    keeper = False            # a peer that decides what is kept and reports no pairs
     if tool == "gpu_dedup":
         labels, a, b, report = read_gpu_dedup(out, ids)
+        kept, dup = read_selection(out, ids)
         p = report["parameters"]
         row.update(bands=p["bands"], rows=p["rows"], verified=p.get("verify", True),
-                   stage_seconds=report["seconds"])
+                   stage_seconds=report["seconds"], keep_decisions=True)
     else:
         with open(os.path.join(out, "meta.json")) as f:
             meta = json.load(f)
         pairs = np.load(os.path.join(out, "pairs.npy"))
         a, b = pairs[:, 0], pairs[:, 1]
         labels = components(spec.docs, a, b)
+        if os.path.exists(os.path.join(out, "kept.npy")):
+            kept = np.load(os.path.join(out, "kept.npy"))
+            keeper = True
         row.update(bands=meta["bands"], rows=meta["rows"], verified=meta["verified"],
-                   stage_seconds=meta["seconds"], version=meta["version"])
+                   stage_seconds=meta["seconds"], version=meta["version"],
+                   keep_decisions=meta.get("keep_decisions", False))
     row.update(scorer.score(labels, a, b))
+    if kept is None:
+        # a peer that reports pairs keeps one document per component, its first
+        idx = np.arange(spec.docs, dtype=np.int64)
+        kept, dup = labels == idx, np.where(labels == idx, -1, labels)
+    if keeper:
+        row.update(recall=None, precision=None)
+    row.update(scorer.removals(kept, dup))
     return row
 
 
@@ -254,8 +292,8 @@ def fmt_bytes(n: float) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| corpus | tool | runs | seconds | CPU s | docs/s | gpu_dedup × | peak RSS "
-            "| bands×rows | recall | precision | removed (exact) |")
-    lines = [head, "|" + "---|" * 12]
+            "| bands×rows | recall | precision | removed (exact) | justified | residual |")
+    lines = [head, "|" + "---|" * 14]
     by_corpus = {}
     for r in rows:
         by_corpus.setdefault(r["corpus"], []).append(r)
@@ -264,7 +302,7 @@ def table(rows: list[dict]) -> str:
         for r in rs:
             if "error" in r:
                 lines.append(f"| {corpus} | {r['tool']} | – | – | – | – | – | – | – | – | – | "
-                             f"{r['error'].splitlines()[-1][:80]} |")
+                             f"{r['error'].splitlines()[-1][:80]} | – | – |")
                 continue
             ratio = (f"{gd['docs_per_s'] / r['docs_per_s']:.2f}" if gd is not None else "–")
             if r["tool"] == "gpu_dedup":
@@ -273,9 +311,18 @@ def table(rows: list[dict]) -> str:
             lines.append(
                 f"| {corpus} | {r['tool']} | {len(r['runs'])} | {r['seconds']:.2f} | "
                 f"{cpu_seconds(r)} | {r['docs_per_s']:,.0f} | {ratio} | {fmt_bytes(r['peak_rss'])} | "
-                f"{r['bands']}×{r['rows']}{verified} | {r['recall']:.4f} | "
-                f"{r['precision']:.4f} | {r['removed']:,} ({r['exact_removed']:,}) |")
+                f"{r['bands']}×{r['rows']}{verified} | {_share(r.get('recall'))} | "
+                f"{_share(r.get('precision'))} | {r['removed']:,} ({r['exact_removed']:,}) | "
+                f"{_pct(r.get('justified'))} | {_pct(r.get('residual'))} |")
     return "\n".join(lines)
+
+
+def _share(x) -> str:
+    return "–" if x is None else f"{x:.4f}"
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.2f}%"
 
 
 def cpu_seconds(row: dict) -> str:
@@ -340,7 +387,10 @@ def speed_notes(rows: list[dict]) -> str:
     out = []
     for corpus in dict.fromkeys(r["corpus"] for r in rows):
         rs = {r["tool"]: r for r in rows if r["corpus"] == corpus and "docs_per_s" in r}
-        gd, rn = rs.get("gpu_dedup"), rs.get("rensa")
+        # against rensa's fastest path to keep decisions, else its per-object one
+        gd = rs.get("gpu_dedup")
+        peer = "rensa-dedup" if "rensa-dedup" in rs else "rensa"
+        rn = rs.get(peer)
         if gd is None:
             continue
         st = gd.get("stage_seconds", {})
@@ -358,14 +408,14 @@ def speed_notes(rows: list[dict]) -> str:
             verdict = "meets" if ratio >= 3 else "does not meet"
             ph = rn.get("stage_seconds", {})
             py = ph.get("read", 0) + ph.get("shingle", 0)
-            core = sum(ph.get(k, 0) for k in ("sketch", "lsh", "verify"))
+            core = sum(ph.get(k, 0) for k in ("sketch", "lsh", "verify", "dedup"))
             cpu_gd, cpu_rn = cpu_seconds(gd), cpu_seconds(rn)
             cpu = ""
             if "–" not in (cpu_gd, cpu_rn):
                 cpu = (f" In CPU time (all cores together) gpu_dedup used {cpu_gd}s to "
                        f"rensa's {cpu_rn}s ({float(cpu_rn) / float(cpu_gd):.2f}x less): part "
                        f"of the wall-clock lead comes from using both cores.")
-            out.append(f"* gpu_dedup / rensa = **{ratio:.2f}x** documents per second, which "
+            out.append(f"* gpu_dedup / {peer} = **{ratio:.2f}x** documents per second, which "
                        f"{verdict} the 3x goal.{cpu} Of rensa's {rn['seconds']:.1f}s, "
                        f"{py:.1f}s go to reading and building the shingle lists in Python "
                        f"and {core:.1f}s to rensa itself (sketches, LSH, verification): "
@@ -460,7 +510,7 @@ def available(tool: str) -> bool:
     if tool in ("gpu_dedup", "cookbook"):
         return True
     import importlib.util
-    return importlib.util.find_spec(tool) is not None
+    return importlib.util.find_spec(tool.split("-")[0]) is not None
 
 
 def main(argv=None) -> int:
@@ -527,8 +577,10 @@ def main(argv=None) -> int:
                     print(f"  {tool}: {row['error']}", flush=True)
                 else:
                     print(f"  {tool}: {row['docs_per_s']:,.0f} docs/s ({row['seconds']:.2f}s, "
-                          f"{len(row['runs'])} run(s)), recall {row['recall']:.4f}, precision "
-                          f"{row['precision']:.4f}, removed {row['removed']:,}", flush=True)
+                          f"{len(row['runs'])} run(s)), recall {_share(row['recall'])}, "
+                          f"precision {_share(row['precision'])}, removed {row['removed']:,}, "
+                          f"justified {_pct(row['justified'])}, residual "
+                          f"{_pct(row['residual'])}", flush=True)
     finally:
         if args.out is None:
             shutil.rmtree(out_root, ignore_errors=True)
