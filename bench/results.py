@@ -136,7 +136,16 @@ How to read the tables:
 * **precision**: the share of reported pairs whose exact Jaccard is at least
   the threshold (identical texts count as similarity 1).
 * **removed**: documents removed keeping one per cluster, beside **exact**,
-  what keeping one per component of the exact duplicate graph removes.
+  what keeping one per component of the exact duplicate graph removes. For
+  gpu_dedup and the peers that decide what is kept (`rensa-dedup`), what the
+  tool itself removed.
+* **justified**: removed documents whose named kept document is at exact
+  Jaccard >= the threshold (a peer that reports pairs names its component's
+  first document; `–` where a tool names none). **residual**: kept documents
+  that still have another kept document at >= the threshold. Recall for
+  gpu_dedup is taken over the connected components of the pairs it reports,
+  as for the peers; its greedy selection does not report pairs between two
+  removed documents, so that recall understates what it finds.
 * The peers and how each chooses its bands are described in
   `bench/peers.py`; the corpora in `bench/corpora.py` and below.
 
