@@ -391,6 +391,7 @@ def demo(output, docs, seed, device, quiet):
     finally:
         if prog is not None:
             prog.close()
+    _warm_defaults(texts[:400], device)
     cl = pq.read_table(os.path.join(out, "clusters.parquet"))
     pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
     index = {v: i for i, v in enumerate(cl["id"].to_pylist())}
@@ -404,6 +405,19 @@ def demo(output, docs, seed, device, quiet):
                f"recall {s['recall']:.3f}, precision {s['precision']:.3f}")
     click.echo(f"output: {out}")
     click.echo(f"report: {os.path.join(out, 'report.html')}")
+
+
+def _warm_defaults(texts, device) -> None:
+    """Run the default options once on a few documents, so that the kernels a
+    first plain `gpu-dedup run` needs are already in Numba's on-disk cache."""
+    from .config import Config
+    from .pipeline import run as run_pipeline
+    with tempfile.TemporaryDirectory(prefix="gpu-dedup-warm-") as d:
+        src = os.path.join(d, "sample.jsonl")
+        with open(src, "w") as f:
+            for t in texts:
+                f.write(json.dumps({"text": t.upper() + "  "}) + "\n")
+        run_pipeline([src], os.path.join(d, "out"), Config(), device=device, html=False)
 
 
 @main.command(context_settings=CONTEXT)
