@@ -9,11 +9,7 @@ in-process with NumPy.
 from __future__ import annotations
 
 import ast
-import importlib.util
-import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -22,10 +18,10 @@ import pytest
 from gpu_dedup.backend import MAX_DOCUMENTS, Backend, CpuBackend, DeviceMemory, get_backend
 from gpu_dedup.backend_gpu import (segment_buckets_sorted, segment_edges_frame,
                                    segment_edges_sorted)
-from gpu_dedup.stages.lsh import distinct_buckets
 from gpu_dedup.errors import ConfigError
 from gpu_dedup.kernels import cpu
 from gpu_dedup.stages.components import scipy_components
+from gpu_dedup.stages.lsh import distinct_buckets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -300,14 +296,8 @@ SIM_SCRIPT = textwrap.dedent(r'''
 
 
 def test_gpu_backend_implements_the_protocol_under_the_simulator():
-    if importlib.util.find_spec("numba.cuda") is None:
-        pytest.skip("this Numba has no CUDA target, so no CUDA simulator: install numba-cuda")
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", SIM_SCRIPT], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    from test_gpu_backend import run_simulated
+    out = run_simulated(SIM_SCRIPT)
     assert len(out) == 8
     failed = [k for k, ok in out.items() if not ok]
     assert not failed, failed

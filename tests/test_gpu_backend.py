@@ -157,16 +157,22 @@ SIM_CHECKS = textwrap.dedent(r'''
 ''')
 
 
-@pytest.fixture(scope="module")
-def sim_results():
+def run_simulated(script: str):
+    """Run ``script`` in a fresh interpreter under Numba's CUDA simulator; the
+    JSON of its last line of output (skips without a CUDA target)."""
     if importlib.util.find_spec("numba.cuda") is None:
         pytest.skip("this Numba has no CUDA target, so no CUDA simulator: install numba-cuda")
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", SIM_CHECKS], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                           env=env, cwd=ROOT, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def sim_results():
+    return run_simulated(SIM_CHECKS)
 
 
 def test_simulator_ran_the_cuda_kernels(sim_results):

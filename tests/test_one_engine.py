@@ -4,25 +4,24 @@ simulator) gives byte-identical clusters.parquet, pairs.parquet and data/,
 and report.json with the same keys and stage names.
 
 The corpus is real text: paragraphs of Debian's licence files
-(``/usr/share/doc/*/copyright``), spread over JSONL, gzip and zstd JSONL and
-a Parquet file of many row groups.
+(``/usr/share/doc/*/copyright``), spread over JSONL (with a blank line and a
+record of invalid UTF-8), gzip and zstd JSONL and a Parquet file of many row
+groups (``test_staged.write_inputs``).
 """
 from __future__ import annotations
 
 import glob
-import gzip
 import json
 import os
 import subprocess
 import sys
 import textwrap
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup import Config
 from gpu_dedup.pipeline import run
+from test_staged import output_bytes, write_inputs
 
 FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
 pytestmark = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
@@ -43,41 +42,6 @@ def paragraphs(limit: int, max_chars: int | None = None) -> list[str]:
     return out[:limit]
 
 
-def write_corpus(folder: str, texts: list[str]) -> list[str]:
-    import zstandard
-    os.makedirs(folder, exist_ok=True)
-    q = len(texts) // 4
-    parts = [texts[:q], texts[q:2 * q], texts[2 * q:3 * q], texts[3 * q:]]
-    a = os.path.join(folder, "a.jsonl")
-    with open(a, "w") as f:
-        for i, t in enumerate(parts[0]):
-            f.write(json.dumps({"id": f"a{i}", "text": t}) + "\n")
-    b = os.path.join(folder, "b.jsonl.gz")
-    with open(b, "wb") as f:
-        f.write(gzip.compress("".join(json.dumps({"id": 10_000 + i, "text": t}) + "\n"
-                                      for i, t in enumerate(parts[1])).encode(), mtime=0))
-    c = os.path.join(folder, "c.jsonl.zst")
-    with open(c, "wb") as f:
-        f.write(zstandard.ZstdCompressor().compress(
-            "".join(json.dumps({"text": t}) + "\n" for t in parts[2]).encode()))
-    d = os.path.join(folder, "d.parquet")
-    pq.write_table(pa.table({"id": [f"d{i}" for i in range(len(parts[3]))], "text": parts[3]}),
-                   d, row_group_size=100)
-    return [a, b, c, d]
-
-
-def output_bytes(folder: str) -> dict[str, bytes]:
-    out = {}
-    for root, _dirs, names in os.walk(folder):
-        for n in names:
-            if n in ("report.json", "report.html") or n.startswith(".gpu-dedup"):
-                continue
-            p = os.path.join(root, n)
-            with open(p, "rb") as f:
-                out[os.path.relpath(p, folder)] = f.read()
-    return out
-
-
 def key_paths(obj, prefix="") -> set[str]:
     """Every key of a nested report, except under the parts that name stages
     or units measured (their names are compared separately)."""
@@ -94,7 +58,7 @@ def key_paths(obj, prefix="") -> set[str]:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     folder = tmp_path_factory.mktemp("one-engine")
-    paths = write_corpus(str(folder / "in"), paragraphs(N_DOCS))
+    paths = write_inputs(str(folder / "in"), paragraphs(N_DOCS))
     ref = str(folder / "memory")
     report = run(paths, ref, CFG)
     return folder, paths, ref, report
@@ -117,7 +81,7 @@ def assert_same_run(ref, ref_report, out, report):
 def test_in_memory_reference_is_a_real_deduplication(corpus):
     _folder, _paths, ref, report = corpus
     assert report["work"]["store"] == "memory"
-    assert report["documents"]["in"] == N_DOCS
+    assert report["documents"]["in"] == N_DOCS + 1     # write_inputs adds a record
     assert report["documents"]["exact_removed"] > 0
     assert report["documents"]["fuzzy_removed"] > 0
     assert list(report["seconds"]) == ["prepare", "exact", "signatures", "lsh", "verify",
@@ -191,7 +155,7 @@ def test_gpu_backend_under_the_simulator(tmp_path):
     core in many partitions (the memory store runs the same tasks)."""
     pytest.importorskip("numba.cuda")
     texts = paragraphs(120, max_chars=160)
-    paths = write_corpus(str(tmp_path / "in"), texts)
+    paths = write_inputs(str(tmp_path / "in"), texts)
     cfg = Config(shingle="char", ngram=5, normalize=("lower", "ws"), num_perm=32, bands=8,
                  rows=4, threshold=0.7)
     ref = str(tmp_path / "cpu")
