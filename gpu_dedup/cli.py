@@ -44,7 +44,9 @@ class _Group(click.Group):
               help="How much to log on stderr.")
 def main(debug, log_level):
     """Near-duplicate detection for text corpora: MinHash signatures, LSH
-    banding, verified edges and connected components, on the CPU or a GPU.
+    banding, verified candidates and a greedy selection in which every removed
+    document names the kept one it duplicates (or connected components), on
+    the CPU or a GPU.
 
     Start with `gpu-dedup demo`; deduplicate your shards with
     `gpu-dedup run INPUT... -o DIR`."""
@@ -266,7 +268,8 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
                    f"device: {report['device']}", err=True)
     if as_json:
         click.echo(json.dumps({k: report[k] for k in ("documents", "clusters", "edges",
-                                                       "bad_records", "seconds", "device")}))
+                                                       "selection", "bad_records", "seconds",
+                                                       "device")}))
     elif not quiet:
         click.echo(summary_line(report))
         name = "report.html" if html else "report.json"
