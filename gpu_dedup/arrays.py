@@ -43,3 +43,15 @@ def distinct_count(x) -> int:
     holds."""
     x = np.asarray(x).reshape(-1)
     return int(np.count_nonzero(np.bincount(x))) if x.size else 0
+
+
+def concat_csr(parts, dtype=np.int64):
+    """One ``(offsets, values)`` of a list of them (offsets from 0, values of
+    ``dtype``), as the pieces of buckets or of shingle sets concatenate."""
+    offs, vals, base = [np.zeros(1, np.int64)], [], 0
+    for off, val in parts:
+        off = np.asarray(off, dtype=np.int64)
+        offs.append(off[1:] - off[0] + base)
+        base += int(off[-1] - off[0])
+        vals.append(np.asarray(val, dtype=dtype))
+    return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, dtype))

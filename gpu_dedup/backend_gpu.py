@@ -41,7 +41,7 @@ import os
 
 import numpy as np
 
-from .arrays import unique
+from .arrays import concat_csr, unique
 from .errors import DeviceError
 from .stages.components import scipy_components
 from .stages.lsh import take_buckets
@@ -657,13 +657,7 @@ class GpuBackend:
         parts = self._segment_groups(keys, docs, seg, group)
         if len(parts) == 1 and parts[0][0]:
             return parts[0][1]
-        offs, mems, base = [np.zeros(1, np.int64)], [], 0
-        for _, (off, mem) in parts:
-            off = self.to_host(off)
-            offs.append(off[1:] + base)
-            base += int(off[-1])
-            mems.append(self.to_host(mem))
-        return np.concatenate(offs), (np.concatenate(mems) if mems else np.zeros(0, np.int64))
+        return concat_csr([(self.to_host(off), self.to_host(mem)) for _, (off, mem) in parts])
 
     def _segment_groups(self, keys, docs, seg, group) -> list:
         """``group(keys, docs, seg)`` over groups of whole segments of at most

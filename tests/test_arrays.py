@@ -20,3 +20,13 @@ def test_unique_matches_numpy(dtype, n):
     v, c = unique(x, return_counts=True)
     np.testing.assert_array_equal(c, want_cnt)
     assert distinct_count(x) == want.size
+
+
+def test_concat_csr_shifts_offsets_and_keeps_the_value_type():
+    from gpu_dedup.arrays import concat_csr
+    off, val = concat_csr([(np.array([0, 2, 3]), np.array([5, 6, 7], np.uint64)),
+                           (np.array([4, 4, 6]), np.array([8, 9], np.uint64))], np.uint64)
+    assert off.tolist() == [0, 2, 3, 3, 5] and val.dtype == np.uint64
+    assert val.tolist() == [5, 6, 7, 8, 9]
+    empty = concat_csr([])
+    assert empty[0].tolist() == [0] and empty[1].size == 0

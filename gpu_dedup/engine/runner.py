@@ -22,14 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..arrays import distinct_count, unique
+from ..arrays import concat_csr, distinct_count, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
 from ..stages.components import choose_kept, cluster_ids
-from ..stages.lsh import concat_buckets, distinct_buckets, pack_edges, unpack_edges, verified_edges
+from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
 from ..stages.select import chaining_summary, greedy_select, similarity_summary
 from ..timing import StageTimer
 from . import tasks
@@ -289,7 +289,7 @@ class Runner:
             self._map("lsh", tasks.task_lsh, units)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
             if self.cfg.cluster == "greedy":
-                off, members = concat_buckets(
+                off, members = concat_csr(
                     [(st.load_npy(f"lsh/{layout}/u{u['index']:05d}.off.npy"),
                       st.load_npy(f"lsh/{layout}/u{u['index']:05d}.members.npy"))
                      for u in units])
@@ -466,8 +466,7 @@ class Runner:
         if self.cfg.keep != "longest":
             return None, self.reps.copy()
         st = self.store
-        lengths = np.concatenate([st.load_npy(f"prep/{c['key']}/lengths.npy")
-                                  for c in self.chunks] or [np.zeros(0, np.int64)])
+        lengths = self._lengths()
         members = st.load_npy("exact/members.npy")
         group = np.concatenate([np.arange(self.R, dtype=np.int64),
                                 np.searchsorted(self.reps, st.load_npy("exact/member_rep.npy"))])
@@ -481,6 +480,11 @@ class Runner:
         best = docs[order[head]]
         best_len = length[order[head]]
         return np.lexsort((best, -best_len)).astype(np.int64), best
+
+    def _lengths(self) -> np.ndarray:
+        """Every document's length in code points (``keep="longest"``)."""
+        return np.concatenate([self.store.load_npy(f"prep/{c['key']}/lengths.npy")
+                               for c in self.chunks] or [np.zeros(0, np.int64)])
 
     def _shared_sets(self, positions: np.ndarray):
         """The shingle sets of the representatives at ``positions`` (sorted),
@@ -502,7 +506,7 @@ class Runner:
             sets = self.be.shingle_sets(off, data, word, cfg.ngram, docs)
         else:
             cut = np.searchsorted(docs, self.doc_starts)
-            offs, vals, base = [np.zeros(1, np.int64)], [], 0
+            parts = []
             for ci, c in enumerate(self.chunks):
                 d = docs[cut[ci]:cut[ci + 1]]
                 if not d.size:
@@ -510,12 +514,9 @@ class Runner:
                 off, data = self.store.buffers(f"prep/{c['key']}/text.arrow")
                 _, so, sv = self.be.shingle_sets(off, data, word, cfg.ngram,
                                                  d - int(self.doc_starts[ci]))
-                so, sv = tasks.host(self.be, so), tasks.host(self.be, sv)
-                offs.append(so[1:] + base)
-                base += int(so[-1])
-                vals.append(sv)
+                parts.append((tasks.host(self.be, so), tasks.host(self.be, sv)))
                 del off, data
-            sets = (docs, np.concatenate(offs), np.concatenate(vals))
+            sets = (docs, *concat_csr(parts, np.uint64))
         row = np.full(self.N, -1, dtype=np.int64)
         row[docs] = np.arange(docs.size, dtype=np.int64)
         return sets, row
@@ -607,17 +608,12 @@ class Runner:
         return kept, dup, dsim
 
     def _select_components(self, ea, eb):
+        """Connected components of the pairs, and the kept document of each."""
         cfg = self.cfg
-        st = self.store
         labels = tasks.host(self.be, self.be.components(self.N, ea, eb))
         cluster = cluster_ids(labels)
         del labels
-        if cfg.keep == "longest":
-            lengths = np.concatenate(
-                [st.load_npy(f"prep/{c['key']}/lengths.npy") for c in self.chunks]
-                or [np.zeros(0, np.int64)])
-        else:
-            lengths = np.zeros(0)
+        lengths = self._lengths() if cfg.keep == "longest" else np.zeros(0)
         return choose_kept(cluster, lengths, cfg.keep), cluster
 
     def _duplicate_of_components(self, kept, cluster, rep_doc):

@@ -159,12 +159,3 @@ def distinct_buckets(off: np.ndarray, members: np.ndarray):
     keep[1:] = (fs[1:] != fs[:-1]) | (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])
     return take_buckets(off, members, order[keep])
 
-
-def concat_buckets(parts: list):
-    """One ``(off, members)`` of a list of them."""
-    offs, mems, base = [np.zeros(1, np.int64)], [], 0
-    for off, mem in parts:
-        offs.append(np.asarray(off[1:], dtype=np.int64) + base)
-        base += int(off[-1])
-        mems.append(np.asarray(mem, dtype=np.int64))
-    return np.concatenate(offs), (np.concatenate(mems) if mems else np.zeros(0, np.int64))

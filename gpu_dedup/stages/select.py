@@ -35,6 +35,7 @@ import numpy as np
 
 from ..arrays import unique
 from ..kernels.cpu import table_find, table_insert
+from .lsh import pack_edges as pack, unpack_edges as unpack
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
 #: Rounds a document waits behind undecided ones before it is compared ahead
@@ -42,8 +43,6 @@ UNDECIDED, KEPT, REMOVED = 0, 1, 2
 AHEAD_AFTER = 8
 #: Slots the score table starts with at most (64 MiB); it doubles as needed.
 MEMO_START_SLOTS = 1 << 22
-_S32 = np.uint64(32)
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 @dataclass
@@ -71,14 +70,6 @@ class Selection:
     comparisons: int
     skipped: int
     rounds: int
-
-
-def pack(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return (u.astype(np.uint64) << _S32) | v.astype(np.uint64)
-
-
-def unpack(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    return (p >> _S32).astype(np.int64), (p & _LOW32).astype(np.int64)
 
 
 class _Memo:
@@ -296,7 +287,7 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
         v = np.concatenate([x[1] for x in parts])
         if p.size:
             sim = memo.similar(memo.score(p), threshold)
-            u = (p >> _S32).astype(np.int64)
+            u, _ = unpack(p)
             hit = sim & (state[u] == KEPT)
             state[v[hit]] = REMOVED
             wait = sim & (state[u] == UNDECIDED)
