@@ -106,19 +106,13 @@ def again(out: str, tmp: str, mode: str, extra=()) -> int:
 
 
 def run_rensa(texts) -> tuple[np.ndarray, float]:
-    """Kept mask and seconds of rensa's deduplicator, the Arrow texts' conversion
-    to Python strings and their shingling included."""
-    from peers import char_shingles
-    from rensa import RMinHashDeduplicator
+    """Kept mask and seconds of rensa's deduplicator (``peers.run_rensa_dedup``),
+    the Arrow texts' conversion to Python strings and their shingling included."""
+    from peers import char_shingles, run_rensa_dedup
     t0 = time.perf_counter()
     shingles = [char_shingles(t, 5) for t in texts.to_pylist()]
-    live = [i for i, s in enumerate(shingles) if s]
-    dd = RMinHashDeduplicator(threshold=THRESHOLD, num_perm=128, use_lsh=True)
-    added = dd.add_pairs([(str(i), shingles[i]) for i in live])
-    dt = time.perf_counter() - t0
-    kept = np.ones(len(texts), dtype=bool)
-    kept[np.array(live, dtype=np.int64)[~np.asarray(added, dtype=bool)]] = False
-    return kept, dt
+    kept, _, _ = run_rensa_dedup(shingles, 128, THRESHOLD, 42)
+    return kept, time.perf_counter() - t0
 
 
 def measure(name: str, repeat: int, skip_rensa: bool, splits=()) -> list[dict]:
