@@ -105,6 +105,34 @@ def _fmix(x):
     return x ^ (x >> 31)
 
 
+def oph_signature(hashes: set[int], K: int, p: int, q: int, bits: int = 32) -> list[int]:
+    """The one-permutation sketch (``kernels.hashing``), written out plainly:
+    ``y = fmix(x ^ p)`` into bin ``((y >> 32) * K) >> 32``, the minimum per
+    bin, then each empty bin copies the first non-empty one along its probe
+    sequence."""
+    if not hashes:
+        return [(1 << bits) - 1] * K
+    shift = 32 if bits == 32 else 0
+    bins: dict[int, int] = {}
+    for x in hashes:
+        y = _fmix(x ^ p)
+        k = ((y >> 32) * K) >> 32
+        bins[k] = min(bins.get(k, y), y)
+    out = []
+    for k in range(K):
+        if k in bins:
+            out.append(bins[k] >> shift)
+            continue
+        base = _fmix(q ^ k)
+        probes = (((_fmix((base + t * 0x9E3779B97F4A7C15) & M64) >> 32) * K) >> 32
+                  for t in range(8 * K))
+        j = next((c for c in probes if c in bins), None)
+        if j is None:
+            j = next((k + i) % K for i in range(K) if (k + i) % K in bins)
+        out.append(bins[j] >> shift)
+    return out
+
+
 def band_key(values, band: int) -> int:
     k = _fmix((0x9E3779B97F4A7C15 * (band + 1)) & M64)
     for v in values:

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hashing import (GOLDEN, U64, band_key_start, band_key_step, fmix64, is_space,
-                      permute, utf8_decode, xxh64)
+from .hashing import (GOLDEN, OPH_PROBES, U64, band_key_start, band_key_step, fmix64,
+                      is_space, oph_probes, oph_row, permute, utf8_decode, xxh64)
 
 SEED0 = U64(0)
 BLOCK = 256
@@ -184,6 +184,43 @@ def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
             else:
                 for k in range(K):
                     out[t, k] = mins[k] >> sh
+
+
+@njit(parallel=True, cache=True)
+def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
+    """One-permutation sketches (``kernels.hashing.oph_row``) of the documents
+    ``docs``, as :func:`minhash` writes signatures: ``out`` is ``uint32``
+    (``shift=32``) or ``uint64`` (``shift=0``), all ones for a document
+    without shingles; ``counts[t]`` gets its number of shingles."""
+    D = docs.shape[0]
+    K = out.shape[1]
+    nblocks = (D + BLOCK - 1) // BLOCK
+    sh = U64(shift)
+    probes = np.empty((K, OPH_PROBES), np.int64)
+    oph_probes(q, K, probes)
+    for blk in prange(nblocks):
+        lo = blk * BLOCK
+        hi = min(D, lo + BLOCK)
+        cap = 1
+        for t in range(lo, hi):
+            d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
+            if d > cap:
+                cap = d
+        pos_a = np.empty(cap, np.int64)
+        pos_b = np.empty(cap, np.int64)
+        scratch = np.empty(cap, np.uint8)
+        hashes = np.empty(cap, np.uint64)
+        filled = np.empty((K + 63) // 64, np.uint64)
+        for t in range(lo, hi):
+            i = docs[t]
+            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                     pos_a, pos_b, scratch, hashes)
+            counts[t] = cnt
+            if cnt == 0:
+                for k in range(K):
+                    out[t, k] = ~U64(0) >> sh
+            else:
+                oph_row(hashes, cnt, p, q, sh, probes, out[t], filled)
 
 
 @njit(parallel=True, cache=True)
@@ -773,3 +810,181 @@ def table_insert(keys, vals, q, v):
             vals[slot] = v[i]
             new += 1
     return new
+
+
+@njit(cache=True)
+def _sorted_unique(x, m):
+    """Sort ``x[:m]`` in place and drop repeats; returns the new length."""
+    _sort_inplace(x, m)
+    k = 0
+    for i in range(m):
+        if k == 0 or x[i] != x[k - 1]:
+            x[k] = x[i]
+            k += 1
+    return k
+
+
+@njit(parallel=True, cache=True)
+def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
+    """For every rank ``v``: the distinct members among the first
+    ``min(pos, width)`` of each of its buckets, where ``pos`` is its own
+    place there (``d_pos``, aligned with ``d_bkt``): the documents it is
+    compared with when nothing before it was removed. Returns the CSR
+    ``(off, u)`` over ranks, ``u`` ascending within a rank."""
+    n = d_off.shape[0] - 1
+    cap = np.zeros(n + 1, np.int64)
+    for v in prange(n):
+        c = 0
+        for e in range(d_off[v], d_off[v + 1]):
+            c += min(d_pos[e], width)
+        cap[v + 1] = c
+    cap = np.cumsum(cap)
+    tmp = np.empty(cap[n], np.int64)
+    cnt = np.zeros(n + 1, np.int64)
+    for v in prange(n):
+        m = cap[v]
+        for e in range(d_off[v], d_off[v + 1]):
+            b0 = b_off[d_bkt[e]]
+            for j in range(min(d_pos[e], width)):
+                tmp[m] = members[b0 + j]
+                m += 1
+        seg = tmp[cap[v]:m]
+        cnt[v + 1] = _sorted_unique(seg, m - cap[v])
+    off = np.cumsum(cnt)
+    u = np.empty(off[n], np.int64)
+    for v in prange(n):
+        for j in range(off[v + 1] - off[v]):
+            u[off[v] + j] = tmp[cap[v] + j]
+    return off, u
+
+
+@njit(cache=True, inline="always")
+def _window_find(p_off, p_u, v, u):
+    """Position of ``u`` in rank ``v``'s window list, or -1."""
+    lo = p_off[v]
+    hi = p_off[v + 1]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if p_u[mid] < u:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < p_off[v + 1] and p_u[lo] == u:
+        return lo
+    return -1
+
+
+@njit(cache=True)
+def greedy_pass(todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, bstamp,
+                stamp, p_off, p_u, p_s, t_keys, t_vals, threshold, accept_all, limit, dup,
+                sim, miss, blocked):
+    """One pass of the sequential greedy rule over the undecided ranks ``todo``
+    (ascending), with the scores known so far: ``p_s`` of each rank's window
+    (``p_off``, ``p_u``: :func:`window_pairs`) and the table ``(t_keys,
+    t_vals)`` of the others.
+
+    A rank is decided when every bucket of it (``d_bkt[d_off[v]:d_off[v+1]]``)
+    is free of ranks blocked in this pass and its score against each of the
+    first ``limit`` kept members of each of them is known: removed
+    (``state`` 2, ``dup``, ``sim``: the most similar, ties to the lower rank)
+    when one of those scores is similar, else kept (``state`` 1, appended to
+    the bucket's kept list ``klist[b_off[b]:][:kcount[b]]``). Otherwise it is
+    blocked: listed in ``blocked`` and in its buckets' blocked lists
+    (``blist``, ``bcount``, valid where ``bstamp == stamp``), and its unknown
+    scores against the first ``limit`` kept and the first ``limit`` blocked
+    members of each bucket are requested in ``miss`` (packed pairs, distinct,
+    none in the table). A blocked rank holds back the buckets that have
+    fewer than ``limit`` kept members; a decision is final, since the first
+    ``limit`` kept members of its buckets are. When ``miss`` might overflow,
+    the rest of ``todo`` is blocked as it is. The kept lists are in rank order
+    up to their first ``limit`` entries (the only ones read).
+
+    Returns ``(requested, n_blocked)``.
+    """
+    most = 1
+    for i in range(todo.shape[0]):
+        v = todo[i]
+        c = d_off[v + 1] - d_off[v]
+        if c > most:
+            most = c
+    part = np.empty(2 * limit * most, np.int64)
+    n_miss = 0
+    n_blk = 0
+    for i in range(todo.shape[0]):
+        v = todo[i]
+        lo = d_off[v]
+        hi = d_off[v + 1]
+        if n_miss + 2 * limit * (hi - lo) > miss.shape[0]:
+            for j in range(i, todo.shape[0]):
+                blocked[n_blk] = todo[j]
+                n_blk += 1
+            break
+        held = False
+        m = 0
+        for e in range(lo, hi):
+            b = d_bkt[e]
+            if bstamp[b] == stamp:
+                held = True
+            for j in range(min(kcount[b], limit)):
+                part[m] = klist[b_off[b] + j]
+                m += 1
+        m = _sorted_unique(part, m)
+        best_u = -1
+        best_s = -1.0
+        if not held:
+            for j in range(m):
+                u = part[j]
+                w = _window_find(p_off, p_u, v, u)
+                if w >= 0:
+                    s = p_s[w]
+                else:
+                    key = (U64(u) << U64(32)) | U64(v)
+                    slot = _slot_of(t_keys, key)
+                    if t_keys[slot] != key:
+                        held = True
+                        break
+                    s = t_vals[slot]
+                if (accept_all or s >= threshold) and s > best_s:
+                    best_u = u
+                    best_s = s
+        if held:
+            # ask for the kept and the blocked members before it, then block it
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                if bstamp[b] == stamp:
+                    for j in range(min(bcount[b], limit)):
+                        part[m] = blist[b_off[b] + j]
+                        m += 1
+            m = _sorted_unique(part, m)
+            for j in range(m):
+                if _window_find(p_off, p_u, v, part[j]) >= 0:
+                    continue
+                key = (U64(part[j]) << U64(32)) | U64(v)
+                if t_keys[_slot_of(t_keys, key)] != key:
+                    miss[n_miss] = key
+                    n_miss += 1
+            # it holds back a bucket only where it could be one of the first
+            # `limit` kept (later members are compared with no other)
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                if kcount[b] >= limit:
+                    continue
+                if bstamp[b] != stamp:
+                    bstamp[b] = stamp
+                    bcount[b] = 0
+                blist[b_off[b] + bcount[b]] = v
+                bcount[b] += 1
+            blocked[n_blk] = v
+            n_blk += 1
+            continue
+        if best_u >= 0:
+            state[v] = 2
+            dup[v] = best_u
+            sim[v] = best_s
+        else:
+            state[v] = 1
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                klist[b_off[b] + kcount[b]] = v
+                kcount[b] += 1
+    return n_miss, n_blk

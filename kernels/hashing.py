@@ -19,6 +19,17 @@ Definitions (these are the contract the tests pin down):
   ``2**61 - 1`` on the same machine.
 * A 64-bit signature stores ``min_x h_k(x)``; a 32-bit signature stores its
   top 32 bits, ``min_x h_k(x) >> 32``, which equals ``min_x (h_k(x) >> 32)``.
+* **One-permutation sketch** (``--sketch oph``; one-permutation hashing
+  with optimal densification, after Li, Owen & Zhang and Shrivastava):
+  with keys ``(p, q)`` drawn from the seed, each shingle's base hash ``x``
+  is permuted once, ``y = fmix(x ^ p)``, and falls in bin
+  ``((y >> 32) * K) >> 32``; the bin keeps ``min y`` (``min (y >> 32)`` for
+  32 bits). An empty bin ``k`` takes the value of the first non-empty bin
+  along its own probe sequence ``bin(fmix(fmix(q ^ k) + t * C))``,
+  ``t = 0, 1, ...`` (after ``8 * K`` probes, the next non-empty bin to its
+  right), so two documents with the same non-empty bins fill their empty
+  ones alike. Cost: one hash per shingle and a few per empty bin, instead of
+  ``K`` per shingle.
 * **Band key** of rows ``v_0..v_{r-1}`` of band ``j``:
   ``k = fmix(C * (j + 1))``, then ``k = fmix(k ^ v_i)`` for each row, where
   ``fmix`` is the SplitMix64 finalizer and ``C = 0x9E3779B97F4A7C15``.
@@ -194,3 +205,67 @@ def is_space(c):
         return False
     return (c == 0x85 or c == 0xA0 or c == 0x1680 or (0x2000 <= c <= 0x200A)
             or c == 0x2028 or c == 0x2029 or c == 0x202F or c == 0x205F or c == 0x3000)
+
+
+@njit(cache=True, inline="always")
+def oph_bin(y, K):
+    """The bin of a permuted hash: its top 32 bits scaled to ``0 .. K - 1``."""
+    return np.int64(((y >> _S32) * U64(K)) >> _S32)
+
+
+#: Probes of each empty bin precomputed by :func:`oph_probes` (the rest, rarely
+#: needed, are computed as they are reached).
+OPH_PROBES = 16
+
+
+@njit(cache=True, inline="always")
+def oph_probe(q, k, t, K):
+    """Probe ``t`` of empty bin ``k``: ``bin(fmix(fmix(q ^ k) + t * C))``."""
+    return oph_bin(fmix64(fmix64(q ^ U64(k)) + U64(t) * GOLDEN), K)
+
+
+@njit(cache=True)
+def oph_probes(q, K, out):
+    """The first ``out.shape[1]`` probes of every bin ``0 .. K - 1`` into ``out``
+    (the same for every document: computed once per sketch)."""
+    for k in range(K):
+        for t in range(out.shape[1]):
+            out[k, t] = oph_probe(q, k, t, K)
+
+
+@njit(cache=True)
+def oph_row(hashes, cnt, p, q, shift, probes, row, filled):
+    """The one-permutation sketch of the base hashes ``hashes[:cnt]`` into
+    ``row`` (``K`` values, each ``min y >> shift``); ``probes`` is
+    :func:`oph_probes` of ``q``; ``filled`` is scratch of ``(K + 63) // 64``
+    words. A row without hashes is left as it is."""
+    K = row.shape[0]
+    T = probes.shape[1]
+    for w in range(filled.shape[0]):
+        filled[w] = U64(0)
+    for s in range(cnt):
+        y = fmix64(hashes[s] ^ p)
+        k = oph_bin(y, K)
+        v = y >> shift
+        bit = U64(1) << U64(k & 63)
+        if (filled[k >> 6] & bit) == U64(0):
+            filled[k >> 6] |= bit
+            row[k] = v
+        elif v < row[k]:
+            row[k] = v
+    if cnt == 0:
+        return
+    for k in range(K):
+        if (filled[k >> 6] >> U64(k & 63)) & U64(1):
+            continue
+        j = -1
+        for t in range(8 * K):
+            c = probes[k, t] if t < T else oph_probe(q, k, t, K)
+            if (filled[c >> 6] >> U64(c & 63)) & U64(1):
+                j = c
+                break
+        if j < 0:
+            j = k
+            while not ((filled[j >> 6] >> U64(j & 63)) & U64(1)):
+                j = (j + 1) % K
+        row[k] = row[j]

@@ -93,6 +93,27 @@ def test_signatures_match_reference_bit_for_bit(kind, bits):
         assert cnt[i] >= len(hs)
 
 
+@pytest.mark.parametrize("kind", ["char", "word"])
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("K", [5, 64, 200])
+def test_one_permutation_sketch_matches_reference_bit_for_bit(kind, bits, K):
+    off, data = _buffers(TEXTS)
+    a, b = hash_params(K, 3)
+    docs = np.arange(len(TEXTS), dtype=np.int64)
+    sig = np.empty((len(TEXTS), K), np.uint32 if bits == 32 else np.uint64)
+    cnt = np.empty(len(TEXTS), np.int64)
+    cpu.oph_minhash(off, data, docs, kind == "word", 3, a[0], b[0], 32 if bits == 32 else 0,
+                    sig, cnt)
+    densified = 0
+    for i, t in enumerate(TEXTS):
+        hs = ref.base_hashes(t, kind, 3)
+        assert sig[i].tolist() == ref.oph_signature(hs, K, int(a[0]), int(b[0]), bits), (i, t)
+        densified += len(hs) < K
+    assert densified        # empty bins were filled
+    # K bins, one hash per shingle: a signature is not K copies of one value
+    assert len(set(sig[len(TEXTS) - 1].tolist())) > 1
+
+
 def test_signature_of_subset_of_docs_matches_full():
     off, data = _buffers(TEXTS)
     a, b = hash_params(16, 5)

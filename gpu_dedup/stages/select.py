@@ -14,18 +14,20 @@ sharing a band, as very short texts do): a document is compared with at
 most ``limit`` kept documents of each bucket, the first ones by priority.
 Comparisons left out by that bound are counted, never silently dropped.
 
-The sequential rule is computed in parallel rounds over array operations
-(a deterministic parallel greedy maximal independent set): each round
-scores every document still undecided against the kept documents it must
-be compared with, removes those with a similar one, and keeps those that no
-earlier undecided document can still affect. A document held back for
-``AHEAD_AFTER`` rounds is compared ahead with every member before it, so
-that it waits only on those it is similar to: a bucket of mutually
-dissimilar documents is then not decided one document a round. Each round
-decides at least the first undecided document; a million short documents
-take 34 rounds at the default bands and rows. The answer is exactly the sequential one
-(:func:`greedy_reference`), whatever the order of the buckets or how the
-scoring is split.
+The sequential rule is computed in passes. First every document is scored,
+in one parallel call, against the first ``2 * limit`` members of each of its
+buckets (its *window*: what it is compared with when few documents before
+it are removed). Then a sequential pass (a Numba kernel) walks the
+undecided documents in rank order and decides each one whose scores against
+the first ``limit`` kept members of its buckets are all known. A document
+that needs a score outside its window is blocked, together with the later
+members of the buckets where it could still be among the first ``limit``
+kept; its missing scores (and those against the blocked members before it)
+are scored in one call, and the next pass takes the blocked documents
+again. Every decision is final when it is made, so the answer is exactly
+the sequential one (:func:`greedy_reference`), whatever the order of the
+buckets or how the scoring is split; a million short documents take six
+passes at the default bands and rows.
 """
 from __future__ import annotations
 
@@ -34,15 +36,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import unique
-from ..kernels.cpu import table_find, table_insert
+from ..kernels.cpu import greedy_pass, table_insert, window_pairs
 from .lsh import pack_edges as pack, unpack_edges as unpack
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
-#: Rounds a document waits behind undecided ones before it is compared ahead
-#: with every member before it.
-AHEAD_AFTER = 8
-#: Slots the score table starts with at most (64 MiB); it doubles as needed.
-MEMO_START_SLOTS = 1 << 22
+#: A document's window: the first WINDOW * limit members of each bucket.
+WINDOW = 2
+#: Pairs a pass may request at most before it stops early (32 MiB).
+MISS_SLOTS = 1 << 22
 
 
 @dataclass
@@ -73,15 +74,12 @@ class Selection:
 
 
 class _Memo:
-    """Scores of the pairs compared so far, in a hash table: a round costs
-    what it looks up, not the size of everything scored."""
+    """Scores of the pairs compared outside the windows, in a hash table
+    that doubles as needed."""
 
-    def __init__(self, score_fn, accept_all: bool, expect: int = 0):
-        size = 1 << 16
-        while size < 2 * expect and size < MEMO_START_SLOTS:
-            size *= 2
-        self.t_keys = np.zeros(size, np.uint64)
-        self.t_vals = np.zeros(size, np.float64)
+    def __init__(self, score_fn, accept_all: bool):
+        self.t_keys = np.zeros(1 << 16, np.uint64)
+        self.t_vals = np.zeros(1 << 16, np.float64)
         self.count = 0
         self.score_fn = score_fn
         self.accept_all = accept_all
@@ -108,106 +106,19 @@ class _Memo:
         order = np.argsort(keys)
         return keys[order], vals[order]
 
-    def score(self, p: np.ndarray) -> np.ndarray:
-        """Scores of packed pairs ``p``; unknown ones are scored (one call)."""
-        p = np.ascontiguousarray(p, dtype=np.uint64)
-        out = np.empty(p.size, np.float64)
-        missing = table_find(self.t_keys, self.t_vals, p, out)
-        if missing.size:
-            new = unique(p[missing])
-            s = np.asarray(self.score_fn(new), dtype=np.float64)
-            if s.shape != new.shape:
-                raise ValueError(f"score_fn returned {s.shape[0]} scores for {new.size} pairs")
-            self._grow(new.size)
-            self.count += table_insert(self.t_keys, self.t_vals, new, s)
-            out[missing] = s[np.searchsorted(new, p[missing])]
-        return out
+    def add(self, new: np.ndarray) -> None:
+        """Score the packed pairs ``new`` (sorted, distinct, none known yet)."""
+        s = _scores(self.score_fn, new)
+        self._grow(new.size)
+        self.count += table_insert(self.t_keys, self.t_vals, new, s)
 
     def similar(self, scores: np.ndarray, threshold: float) -> np.ndarray:
         return np.ones(scores.shape, bool) if self.accept_all else scores >= threshold
 
 
-class _Layout:
-    """Per-entry counts of the entries (bucket, member) of the buckets still
-    in play, in bucket order then rank order."""
-
-    def __init__(self, seg: np.ndarray, mem: np.ndarray, state: np.ndarray, limit: int):
-        self.seg, self.mem = seg, mem
-        st = state[mem]
-        self.is_k = st == KEPT
-        self.is_u = st == UNDECIDED
-        n = seg.size
-        start = np.ones(n, bool)
-        start[1:] = seg[1:] != seg[:-1]
-        self.first = np.flatnonzero(start)                 # first entry of each bucket
-        self.bucket = np.cumsum(start) - 1                 # bucket number 0.. of each entry
-        self.k_before = _exclusive_count(self.is_k, self.first, self.bucket)
-        u_before = _exclusive_count(self.is_u, self.first, self.bucket)
-        # every member before it will be compared with it if it is kept
-        self.window = self.k_before + u_before < limit
-        # kept entries that stay among a bucket's first `limit` kept, whatever
-        # its undecided members become: a prefix of the bucket's kept entries
-        sure = self.is_k & (self.k_before + u_before < limit)
-        self.sure = sure
-        self.k_entries = np.flatnonzero(self.is_k)
-        nb = self.first.size
-        self.k_start = np.searchsorted(self.bucket[self.k_entries], np.arange(nb))
-        self.n_sure = np.bincount(self.bucket[sure], minlength=nb)
-        # the first undecided member of a bucket, while fewer than `limit`
-        # kept precede it, holds back every later member
-        fu = np.full(nb, n, np.int64)
-        u_idx = np.flatnonzero(self.is_u)
-        ub = self.bucket[u_idx]
-        lead = np.ones(ub.size, bool)
-        lead[1:] = ub[1:] != ub[:-1]
-        fu[ub[lead]] = u_idx[lead]
-        hold = fu < n
-        hold[hold] = self.k_before[fu[hold]] < limit
-        self.held = self.is_u & hold[self.bucket] & (np.arange(n) > fu[self.bucket])
-
-    def pairs(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(packed pairs, member of each) between the undecided ``entries``
-        and the kept members they must be compared with."""
-        b = self.bucket[entries]
-        c = np.minimum(self.n_sure[b], self.k_before[entries])
-        return _cross(self.mem, entries, c, self.k_entries, self.k_start[b])
-
-    def all_pairs(self, entries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Pairs between ``entries`` and every member before them."""
-        start = self.first[self.bucket[entries]]
-        return _cross(self.mem, entries, entries - start, np.arange(self.mem.size), start)
-
-    def new_pairs(self, entries: np.ndarray, new: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """As :meth:`pairs`, with only the kept members that are ``new`` (a
-        bool per document)."""
-        flag = self.sure & new[self.mem]
-        listed = np.flatnonzero(flag)
-        start = np.searchsorted(self.bucket[listed], np.arange(self.first.size))
-        before = _exclusive_count(flag, self.first, self.bucket)[entries]
-        return _cross(self.mem, entries, before, listed, start[self.bucket[entries]])
-
-
-def _exclusive_count(flag: np.ndarray, first: np.ndarray, bucket: np.ndarray) -> np.ndarray:
-    """Number of ``flag`` entries before each entry within its bucket."""
-    cs = np.cumsum(flag, dtype=np.int64) - flag
-    return cs - cs[first][bucket]
-
-
-def _cross(mem, entries, c, k_entries, k_start):
-    """Pairs of each entry with the first ``c`` kept entries of its bucket."""
-    total = int(c.sum())
-    if total == 0:
-        return np.zeros(0, np.uint64), np.zeros(0, np.int64)
-    owner = np.repeat(np.arange(entries.size), c)
-    within = np.arange(total) - np.repeat(np.cumsum(c) - c, c)
-    u = mem[k_entries[k_start[owner] + within]]
-    v = mem[entries[owner]]
-    return pack(u, v), v
-
-
 def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
                   threshold: float, limit: int = 32, accept_all: bool = False) -> Selection:
-    """The sequential greedy rule, in rounds (see the module docstring).
+    """The sequential greedy rule, in passes (see the module docstring).
 
     Args:
         bucket_off: int64 bucket boundaries (buckets + 1 entries).
@@ -215,7 +126,8 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
             bucket; buckets of one member may be given (they change nothing).
         n: number of documents (ranks ``0 .. n-1``).
         score_fn: ``score_fn(packed) -> float64 scores`` of packed rank pairs
-            ``u << 32 | v``; called once a round with new pairs only.
+            ``u << 32 | v`` (sorted, distinct); called once a pass with new
+            pairs only.
         threshold: a pair is similar at or above it.
         limit: kept documents of a bucket a document is compared with.
         accept_all: every compared pair is similar (verification off).
@@ -234,100 +146,82 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     bucket_off = np.asarray(bucket_off, dtype=np.int64)
-    members = np.asarray(members, dtype=np.int64)
+    members = np.asarray(members[bucket_off[0]:bucket_off[-1]], dtype=np.int64)
+    b_off = bucket_off[:-1] - bucket_off[0]
     sizes = np.diff(bucket_off)
-    seg_all = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
-    multi = sizes[seg_all] > 1
-    seg_all, mem_all = seg_all[multi], members[bucket_off[0]:bucket_off[-1]][multi]
+    seg = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    multi = sizes[seg] > 1
+    seg, mem = seg[multi], members[multi]
+    # the buckets of every rank, and its place in each
+    ent = np.flatnonzero(multi)
+    order = np.argsort(mem, kind="stable")
+    d_bkt = seg[order]
+    d_pos = ent[order] - b_off[d_bkt]
+    d_off = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(mem, minlength=n), out=d_off[1:])
+    del order, multi, ent
+    # every rank against the first members of its buckets, in one call
+    p_off, p_u = window_pairs(d_off, d_bkt, d_pos, b_off, members, WINDOW * int(limit))
+    del d_pos
+    p_v = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
+    p_s = _scores(score_fn, pack(p_u, p_v))
     state = np.full(n, KEPT, np.int8)
-    state[mem_all] = UNDECIDED
-    memo = _Memo(score_fn, accept_all, expect=2 * seg_all.size)
-    seg, mem, eid = seg_all, mem_all, np.arange(seg_all.size, dtype=np.int64)
-    new_kept = np.zeros(n, bool)
-    waited = np.zeros(n, np.int32)          # rounds each document has been held back
-    ahead = np.zeros(n, bool)               # documents compared ahead
-    ahead_e = np.zeros(seg_all.size, bool)  # entries compared ahead with all before them
-    pu = pv = np.zeros(0, np.int64)         # similar pairs (u, v) waiting on u's decision
-    rounds = 0
-    while True:
-        # the buckets still in play, without their removed members
-        live = state[mem] != REMOVED
-        seg, mem, eid = seg[live], mem[live], eid[live]
-        has_u = np.zeros(sizes.size, bool)
-        has_u[seg[state[mem] == UNDECIDED]] = True
-        keep = has_u[seg]
-        seg, mem, eid = seg[keep], mem[keep], eid[keep]
-        if not seg.size:
-            break
-        rounds += 1
-        lay = _Layout(seg, mem, state, limit)
-        u_entries = np.flatnonzero(lay.is_u)
-        # held back: by an undecided member before it, unless compared ahead
-        # with every member before it (where all of them count) and found
-        # dissimilar to those still undecided
-        held = np.zeros(n, bool)
-        held[mem[lay.held & ~(ahead_e[eid] & lay.window)]] = True
-        still = (state[pu] == UNDECIDED) & (state[pv] == UNDECIDED)
-        pu, pv = pu[still], pv[still]
-        held[pv] = True
-        held &= state == UNDECIDED
-        # documents held back for rounds are compared ahead, so that a bucket
-        # of mutually dissimilar documents does not take a round each
-        ahead |= held & (waited >= AHEAD_AFTER)
-        todo = u_entries[ahead[mem[u_entries]] & lay.window[u_entries] & ~ahead_e[eid[u_entries]]]
-        ahead_e[eid[todo]] = True
-        waited[held] += 1
-        free = ~held[mem[u_entries]]
-        # free documents against all they must be compared with: decided now;
-        # the others against the kept documents new since the last round, and
-        # removed early when similar to one
-        parts = [lay.pairs(u_entries[free]), lay.new_pairs(u_entries[~free], new_kept),
-                 lay.all_pairs(todo)]
-        p = np.concatenate([x[0] for x in parts])
-        v = np.concatenate([x[1] for x in parts])
-        if p.size:
-            sim = memo.similar(memo.score(p), threshold)
-            u, _ = unpack(p)
-            hit = sim & (state[u] == KEPT)
-            state[v[hit]] = REMOVED
-            wait = sim & (state[u] == UNDECIDED)
-            pu, pv = np.concatenate([pu, u[wait]]), np.concatenate([pv, v[wait]])
-        cand = mem[u_entries[free]]
-        cand = cand[state[cand] == UNDECIDED]
-        new_kept[:] = False
-        new_kept[cand] = True
-        state[cand] = KEPT
-    return _finish(seg_all, mem_all, state, memo, n, limit, threshold, rounds)
-
-
-def _finish(seg, mem, state, memo, n, limit, threshold, rounds) -> Selection:
-    """Each removed document against every kept one it is compared with:
-    ``duplicate_of`` is the most similar, ties to the higher priority."""
+    todo = unique(mem)
+    state[todo] = UNDECIDED
+    nb = sizes.size
+    klist = np.empty(members.size, np.int64)
+    blist = np.empty(members.size, np.int64)
+    kcount = np.zeros(nb, np.int64)
+    bcount = np.zeros(nb, np.int64)
+    bstamp = np.zeros(nb, np.int64)
     dup = np.full(n, -1, np.int64)
     sim = np.full(n, np.nan)
-    skipped = 0
-    if seg.size:
-        lay = _Layout(seg, mem, state, limit)
-        skipped = int(np.maximum(lay.k_before - limit, 0).sum())
-        removed = np.flatnonzero(state[mem] == REMOVED)
-        b = lay.bucket[removed]
-        c = np.minimum(lay.k_before[removed], limit)
-        p, _ = _cross(mem, removed, c, lay.k_entries, lay.k_start[b])
-        p = unique(p)
-        if p.size:
-            s = memo.score(p)
-            ok = memo.similar(s, threshold)
-            p, s = p[ok], s[ok]
-            u, v = unpack(p)
-            # best per removed document: highest score, then lowest rank
-            order = np.lexsort((u, -s, v))
-            u, v, s = u[order], v[order], s[order]
-            first = np.ones(v.size, bool)
-            first[1:] = v[1:] != v[:-1]
-            dup[v[first]] = u[first]
-            sim[v[first]] = s[first]
+    most = int(np.diff(d_off).max()) if n else 0
+    miss = np.empty(max(MISS_SLOTS, 2 * limit * most), np.uint64)
+    blocked = np.empty(todo.size, np.int64)
+    memo = _Memo(score_fn, accept_all)
+    passes = 0
+    while todo.size:
+        passes += 1
+        requested, held = greedy_pass(
+            todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, bstamp, passes,
+            p_off, p_u, p_s, memo.t_keys, memo.t_vals, float(threshold), bool(accept_all), int(limit), dup, sim,
+            miss, blocked)
+        if requested:
+            memo.add(np.sort(miss[:requested]))
+        todo = blocked[:held].copy()
+    kept = state == KEPT
+    # comparisons the bound left out: kept members of a bucket before each
+    # member, beyond the first `limit`
+    is_k = kept[mem].astype(np.int64)
+    before = np.cumsum(is_k) - is_k
+    first = np.ones(seg.size, bool)
+    first[1:] = seg[1:] != seg[:-1]
+    before -= np.repeat(before[first], np.diff(np.append(np.flatnonzero(first), seg.size)))
+    skipped = int(np.maximum(before - limit, 0).sum())
+    del is_k, before, first
+    ok = memo.similar(p_s, threshold)
     keys, scores = memo.similar_pairs(threshold)
-    return Selection(state == KEPT, dup, sim, keys, scores, memo.count, skipped, rounds)
+    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys])
+    scores = np.concatenate([p_s[ok], scores])
+    order = np.argsort(keys)
+    keys, scores = keys[order], scores[order]
+    # a similar pair of two kept documents was scored ahead, then left out by
+    # the bucket bound: the decisions do not rest on it
+    u, v = unpack(keys)
+    used = ~(kept[u] & kept[v])
+    return Selection(kept, dup, sim, keys[used], scores[used], p_s.size + memo.count, skipped,
+                     passes)
+
+
+def _scores(score_fn, pairs: np.ndarray) -> np.ndarray:
+    """``score_fn(pairs)`` as float64, checked (no call for no pairs)."""
+    if not pairs.size:
+        return np.zeros(0, np.float64)
+    s = np.asarray(score_fn(pairs), dtype=np.float64)
+    if s.shape != pairs.shape:
+        raise ValueError(f"score_fn returned {s.shape[0]} scores for {pairs.size} pairs")
+    return s
 
 
 def greedy_reference(buckets: list, n: int, score, threshold: float,
