@@ -69,11 +69,13 @@ class Backend(Protocol):
         """int64 per document: its length in code points."""
         ...
 
-    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int):
+    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
+                sketch: str = "minhash"):
         """``(sig, counts)`` of documents ``docs``: the ``len(docs) x K``
         MinHash signatures (uint32 for ``bits == 32``, else uint64) under the
         affine hashes ``(a, b)`` over ``n``-shingles, and the number of
-        shingles hashed per document."""
+        shingles hashed per document. ``sketch="oph"``: the one-permutation
+        sketch with keys ``a[0], b[0]`` instead (``kernels.hashing``)."""
         ...
 
     def band_keys(self, sig, bands: int, rows: int):
@@ -199,13 +201,18 @@ class CpuBackend:
         return self._k.codepoint_lengths(offsets, data)
 
     # -- signatures -------------------------------------------------------
-    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int):
+    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
+                sketch: str = "minhash"):
         docs = np.ascontiguousarray(docs, dtype=np.int64)
         dtype = np.uint32 if bits == 32 else np.uint64
         sig = np.empty((docs.size, a.size), dtype=dtype)
         counts = np.empty(docs.size, dtype=np.int64)
-        self._k.minhash(offsets, data, docs, word_mode, n, a, b, 32 if bits == 32 else 0,
-                        sig, counts)
+        shift = 32 if bits == 32 else 0
+        if sketch == "oph":
+            self._k.oph_minhash(offsets, data, docs, word_mode, n, a[0], b[0], shift, sig,
+                                counts)
+        else:
+            self._k.minhash(offsets, data, docs, word_mode, n, a, b, shift, sig, counts)
         return sig, counts
 
     def band_keys(self, sig, bands: int, rows: int):

@@ -535,7 +535,8 @@ class GpuBackend:
             return self._per_document(offsets, data, self._k.codepoint_lengths)
 
     # -- signatures -----------------------------------------------------------
-    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int):
+    def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
+                sketch: str = "minhash"):
         """``(sig, counts)`` of ``docs``: on the device when the matrix fits in
         its share of the budget, else on the host (filled batch by batch)."""
         xp = self.xp
@@ -550,7 +551,7 @@ class GpuBackend:
             sig = counts = None
             for t0, t1, d_off, d_data, d_docs in self._batches(offsets, data, docs):
                 s, c = self._k.minhash(xp, d_off, d_data, d_docs, word_mode, n, da, db, bits,
-                                       scratch)
+                                       scratch, sketch)
                 if t0 == 0 and t1 == D:
                     sig, counts = (s, c) if on_device else (self.to_host(s), self.to_host(c))
                     break
@@ -564,7 +565,7 @@ class GpuBackend:
                 sig, counts = self._k.minhash(xp, xp.zeros(1, dtype=xp.int64),
                                               xp.zeros(1, dtype=xp.uint8),
                                               xp.zeros(0, dtype=xp.int64), word_mode, n, da,
-                                              db, bits, scratch)
+                                              db, bits, scratch, sketch)
             return sig, counts
 
     def _row_batches(self, matrix, row_bytes):

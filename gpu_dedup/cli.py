@@ -59,7 +59,7 @@ _CONFIG_FIELDS = [("shingle", "shingle", str), ("ngram", "ngram", int),
                   ("normalize", "normalize", str), ("num_perm", "num_perm", int),
                   ("bands", "bands", int), ("rows", "rows", int),
                   ("threshold", "threshold", float), ("seed", "seed", int),
-                  ("signature_bits", "signature_bits", int),
+                  ("signature_bits", "signature_bits", int), ("sketch", "sketch", str),
                   ("similarity", "similarity", str), ("verify", "verify", bool),
                   ("exact", "exact", bool), ("keep", "keep", str),
                   ("cluster", "cluster", str), ("bucket_limit", "bucket_limit", int)]
@@ -92,6 +92,11 @@ def _config_options(f):
                      help="Seed of the hash functions."),
         click.option("--signature-bits", type=click.Choice(["32", "64"]), default="32",
                      show_default=True, help="Width of signature values."),
+        click.option("--sketch", type=click.Choice(["minhash", "oph"]), default="minhash",
+                     show_default=True,
+                     help="Signatures: minhash (K hash functions) or oph (one permutation "
+                          "into K bins, densified: one hash per shingle, several times "
+                          "faster; see README)."),
         click.option("--similarity", type=click.Choice(["jaccard", "signature"]),
                      default="jaccard", show_default=True,
                      help="How candidates are verified: exact Jaccard of the shingle sets, "

@@ -50,6 +50,9 @@ class Config:
             both are None, and only then.
         seed: seed of the hash functions.
         signature_bits: 32 or 64.
+        sketch: ``"minhash"`` (``K`` hash functions, the minimum of each) or
+            ``"oph"`` (one permutation into ``K`` bins, optimal densification:
+            one hash per shingle; see ``kernels.hashing``).
         similarity: ``"jaccard"`` (exact Jaccard of the shingle sets) or
             ``"signature"`` (the MinHash estimate) to verify candidates.
         verify: verify candidate edges (otherwise every candidate is an edge).
@@ -79,6 +82,7 @@ class Config:
     threshold: float = 0.8
     seed: int = 42
     signature_bits: int = 32
+    sketch: str = "minhash"
     similarity: str = "jaccard"
     verify: bool = True
     exact: bool = True
@@ -101,6 +105,8 @@ class Config:
             raise ConfigError(f"--threshold must be in (0, 1], got {self.threshold}")
         if self.signature_bits not in (32, 64):
             raise ConfigError(f"--signature-bits must be 32 or 64, got {self.signature_bits}")
+        if self.sketch not in ("minhash", "oph"):
+            raise ConfigError(f"--sketch must be 'minhash' or 'oph', got {self.sketch!r}")
         if self.similarity not in ("jaccard", "signature"):
             raise ConfigError(f"--similarity must be 'jaccard' or 'signature', got {self.similarity!r}")
         if self.keep not in ("first", "longest"):
@@ -133,7 +139,8 @@ class Config:
     def name(self) -> str:
         c = self.resolved()
         norm = "-".join(c.normalize) or "raw"
-        return (f"{c.shingle}{c.ngram}_{norm}_k{c.num_perm}_b{c.bands}r{c.rows}"
+        sketch = "" if c.sketch == "minhash" else f"_{c.sketch}"
+        return (f"{c.shingle}{c.ngram}_{norm}_k{c.num_perm}{sketch}_b{c.bands}r{c.rows}"
                 f"_t{c.threshold:g}_s{c.seed}")
 
     def __str__(self) -> str:

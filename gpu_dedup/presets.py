@@ -29,7 +29,7 @@ from .params import approx_threshold, collision_probability
 FIELDS = tuple(f.name for f in fields(Config))
 _TYPES = {"shingle": str, "ngram": int, "normalize": (str, list), "num_perm": int,
           "bands": int, "rows": int, "threshold": (float, int), "seed": int,
-          "signature_bits": int, "similarity": str, "verify": bool, "exact": bool,
+          "signature_bits": int, "sketch": str, "similarity": str, "verify": bool, "exact": bool,
           "keep": str, "cluster": str, "bucket_limit": int, "max_rounds": int, "fp_weight": (float, int),
           "fn_weight": (float, int)}
 

@@ -122,6 +122,7 @@ _band_key_start = _shared(_hashing.band_key_start)
 _band_key_step = _shared(_hashing.band_key_step)
 _doc_shingle_hashes = _shared(_cpu.doc_shingle_hashes)
 _intersect_sorted = _shared(_cpu._intersect_sorted)
+_oph_row = _shared(_hashing.oph_row)
 
 
 # -- device functions -----------------------------------------------------------
@@ -411,6 +412,24 @@ def _minhash_hashes_kernel(hash_off, hashes, counts, rows, a, b, shift, out):
 
 
 @cuda.jit(cache=True)
+def _oph_hashes_kernel(hash_off, hashes, counts, rows, p, q, shift, probes, out, filled):
+    """Thread per document: row ``rows[w]`` of ``out`` is the one-permutation
+    sketch (the CPU's ``oph_row``) of ``hashes[hash_off[w]:][:counts[w]]``;
+    ``filled`` is scratch, a row of words per document."""
+    w = cuda.grid(1)
+    if w < rows.shape[0]:
+        t = rows[w]
+        lo = hash_off[w]
+        cnt = counts[w]
+        if cnt == 0:
+            for k in range(out.shape[1]):
+                out[t, k] = _ONES >> np.uint64(shift)
+        else:
+            _oph_row(hashes[lo:lo + cnt], cnt, p, q, np.uint64(shift), probes, out[t],
+                     filled[w])
+
+
+@cuda.jit(cache=True)
 def _char_slots_kernel(offsets, data, docs, n, slot_off, slots, irregular):
     """Block per document: the base hash of the shingle at every byte of a
     well-formed document (the first shingle's where none starts), for
@@ -616,8 +635,10 @@ def _general_hashes(xp, offsets, data, docs, word_mode, n, out_off, hashes, scra
 
 
 def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
-            scratch_limit: int = 1 << 30):
-    """Signatures and shingle counts of ``docs`` (``kernels.cpu.minhash``).
+            scratch_limit: int = 1 << 30, sketch: str = "minhash"):
+    """Signatures and shingle counts of ``docs`` (``kernels.cpu.minhash``, or
+    ``kernels.cpu.oph_minhash`` with keys ``a[0], b[0]`` for ``sketch="oph"``:
+    through the general shingling path, a thread per document).
 
     Returns ``(sig, counts)``: ``len(docs) x K`` (``uint32`` for 32 bits,
     ``uint64`` for 64) and ``int64``.
@@ -629,7 +650,13 @@ def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
     counts = xp.zeros(D, dtype=xp.int64)
     if D == 0:
         return sig, counts
-    if word_mode:
+    if sketch == "oph":
+        p = np.uint64(xp_to_numpy(a[:1])[0])
+        q = np.uint64(xp_to_numpy(b[:1])[0])
+        host_probes = np.empty((K, _hashing.OPH_PROBES), np.int64)
+        _hashing.oph_probes(q, K, host_probes)       # the CPU's table, computed once
+        probes = xp.asarray(host_probes)
+    if word_mode or sketch == "oph":
         general = xp.arange(D, dtype=xp.int64)
     else:
         irregular = xp.zeros(D, dtype=xp.uint8)
@@ -648,8 +675,13 @@ def minhash(xp, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
             cnt = _general_hashes(xp, offsets, data, sub, word_mode, n, off[:-1], hashes,
                                   scratch_limit)
             rows = xp.ascontiguousarray(general[w0:w1])
-            _launch(_minhash_hashes_kernel, _doc_blocks(w1 - w0), THREADS, off, hashes, cnt,
-                    rows, a, b, shift, sig)
+            if sketch == "oph":
+                filled = xp.empty((w1 - w0, (K + 63) // 64), dtype=xp.uint64)
+                _launch(_oph_hashes_kernel, _blocks(w1 - w0, FLAT), FLAT, off, hashes, cnt,
+                        rows, p, q, shift, probes, sig, filled)
+            else:
+                _launch(_minhash_hashes_kernel, _doc_blocks(w1 - w0), THREADS, off, hashes,
+                        cnt, rows, a, b, shift, sig)
             counts[rows] = cnt
     return sig, counts
 

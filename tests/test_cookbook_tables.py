@@ -19,23 +19,33 @@ def _set_texts(rng, shared, uniq_a, uniq_b):
     return " ".join(f"t{x}" for x in a), " ".join(f"t{x}" for x in b)
 
 
-def _signatures(texts, k, seed):
+def _signatures(texts, k, seed, sketch="minhash"):
     off, data = text_buffers(pa.array(texts, pa.large_string()))
     a, b = hash_params(k, seed)
     sig = np.empty((len(texts), k), np.uint32)
     cnt = np.empty(len(texts), np.int64)
-    cpu.minhash(off, data, np.arange(len(texts), dtype=np.int64), True, 1, a, b, 32, sig, cnt)
+    docs = np.arange(len(texts), dtype=np.int64)
+    if sketch == "oph":
+        cpu.oph_minhash(off, data, docs, True, 1, a[0], b[0], 32, sig, cnt)
+    else:
+        cpu.minhash(off, data, docs, True, 1, a, b, 32, sig, cnt)
     return sig
 
 
-def test_minhash_estimate_is_unbiased_and_standard_error_matches_theory():
+SKETCHES = pytest.mark.parametrize("sketch", ["minhash", "oph"])
+
+
+@SKETCHES
+def test_minhash_estimate_is_unbiased_and_standard_error_matches_theory(sketch):
+    # the one-permutation sketch (1,000 shingles into up to 1,024 bins, most
+    # of them densified at k=1024) meets the same tolerances
     rng = np.random.default_rng(0)
     ta, tb = _set_texts(rng, 300, 350, 350)          # J = 300 / 1000
     J = 0.3
     for k in (64, 256, 1024):
         est = []
         for seed in range(400):
-            s = _signatures([ta, tb], k, seed)
+            s = _signatures([ta, tb], k, seed, sketch)
             est.append(np.mean(s[0] == s[1]))
         est = np.array(est)
         theory = (J * (1 - J) / k) ** 0.5
@@ -43,8 +53,9 @@ def test_minhash_estimate_is_unbiased_and_standard_error_matches_theory():
         assert abs(est.mean() - J) < 3 * theory / np.sqrt(len(est)) + 0.005
 
 
+@SKETCHES
 @pytest.mark.parametrize("target", [0.3, 0.5, 0.7, 0.85])
-def test_banding_collision_rate_follows_s_curve(target):
+def test_banding_collision_rate_follows_s_curve(target, sketch):
     b, r = 20, 5
     rng = np.random.default_rng(int(target * 100))
     uq = int(round(700 * (1 - target) / (2 * target)))
@@ -53,7 +64,7 @@ def test_banding_collision_rate_follows_s_curve(target):
     hits = 0
     trials = 300
     for seed in range(trials):
-        sig = _signatures([ta, tb], b * r, seed)
+        sig = _signatures([ta, tb], b * r, seed, sketch)
         keys = np.empty((2, b), np.uint64)
         cpu.band_keys(sig, b, r, keys)
         hits += bool((keys[0] == keys[1]).any())

@@ -59,7 +59,9 @@ SIM_CHECKS = textwrap.dedent(r'''
     # one definition: the simulated kernels call code objects of the @njit functions
     out["shared code"] = [kc._xxh64.__wrapped__.__code__ is hashing.xxh64.py_func.__code__
                           and kc._doc_shingle_hashes.__wrapped__.__code__
-                          is cpu.doc_shingle_hashes.py_func.__code__, ""]
+                          is cpu.doc_shingle_hashes.py_func.__code__
+                          and kc._oph_row.__wrapped__.__code__ is hashing.oph_row.py_func.__code__,
+                          ""]
 
     texts = ["", " ", "a", "ab", "abcd", "hello world", "the cat sat on the mat",
              "the cat sat on a mat!", "x" * 45, "naïve café résumé über straße",
@@ -112,6 +114,20 @@ SIM_CHECKS = textwrap.dedent(r'''
         check(f"jaccard_edges {tag}", kc.jaccard_edges(np, so, sv, ia, ib),
               cpu.jaccard_edges(co, cv, ia, ib))
 
+    # the one-permutation sketch: few bins (densified from many shingles) and
+    # many (mostly empty, densified), each width, both shingle kinds
+    for word, n, K, bits in [(False, 3, 8, 32), (False, 5, 64, 64), (True, 1, 70, 32),
+                             (True, 2, 6, 64)]:
+        a, b = hash_params(K, 5)
+        tag = f"{'word' if word else 'char'}{n} K={K} {bits}-bit"
+        sig, cnt = kc.minhash(np, off, data, docs, word, n, a, b, bits, sketch="oph")
+        csig = np.empty_like(sig)
+        ccnt = np.empty(N, np.int64)
+        cpu.oph_minhash(off, data, docs, word, n, a[0], b[0], 32 if bits == 32 else 0, csig,
+                        ccnt)
+        check(f"minhash oph {tag}", sig, csig)
+        check(f"counts oph {tag}", cnt, ccnt)
+
     # a subset of documents, out of order, through the general path's rounds
     sub = np.array([16, 3, 11, 0, 12, 9, 17], np.int64)
     a, b = hash_params(9, 3)
@@ -130,18 +146,18 @@ SIM_CHECKS = textwrap.dedent(r'''
     # that streams the text, keeps the matrices on the host and splits rounds
     run_texts = pa.array(texts[:14] + [texts[6] + " again", texts[7].upper(), texts[9]],
                          pa.large_string())
-    for shingle, n, bits, similarity, mem in [("char", 4, 32, "jaccard", None),
-                                              ("word", 2, 64, "jaccard", 400),
-                                              ("char", 3, 64, "signature", 400)]:
+    for shingle, n, bits, similarity, mem, sketch in [
+            ("char", 4, 32, "jaccard", None, "minhash"), ("word", 2, 64, "jaccard", 400, "minhash"),
+            ("char", 3, 64, "signature", 400, "minhash"), ("char", 3, 32, "jaccard", 400, "oph")]:
         cfg = Config(shingle=shingle, ngram=n, num_perm=16, threshold=0.5, signature_bits=bits,
-                     similarity=similarity, keep="longest")
+                     similarity=similarity, keep="longest", sketch=sketch)
         be = GpuBackend(gpu_memory=mem, xp=np)
         uploads = []
         upload = be._upload
         be._upload = lambda *a: uploads.append(a[3] - a[2]) or upload(*a)
         got = deduplicate(run_texts, cfg, be)
         want = deduplicate(run_texts, cfg, CpuBackend())
-        tag = f"{shingle}{n} {bits}-bit {similarity} budget={mem}"
+        tag = f"{shingle}{n} {bits}-bit {similarity} budget={mem} {sketch}"
         for f in ("cluster", "kept", "pair_a", "pair_b", "pair_similarity", "pair_exact"):
             check(f"run {tag} {f}", getattr(got, f), getattr(want, f),
                   f"{want.stats['verified_edges']} verified edges")
@@ -192,7 +208,7 @@ def test_simulated_kernels_match_cpu_kernels(sim_results, prefix):
 
 def test_simulated_backend_runs_match_cpu_runs(sim_results):
     rows = {k: v for k, v in sim_results.items() if k.startswith("run ")}
-    assert len(rows) == 3 * 7
+    assert len(rows) == 4 * 7
     diff = {k: v[1] for k, v in rows.items() if not v[0]}
     assert not diff, diff
 
@@ -201,7 +217,7 @@ def test_text_goes_to_the_device_once_or_streams_within_budget(sim_results):
     for key in ("cache uploads", "cache released"):
         assert sim_results[key][0], (key, sim_results[key][1])
     streamed = {k: v for k, v in sim_results.items() if k.startswith("streamed ")}
-    assert len(streamed) == 2 and all(v[0] for v in streamed.values()), streamed
+    assert len(streamed) == 3 and all(v[0] for v in streamed.values()), streamed
 
 
 # -- array code, parametrised over the array module ---------------------------

@@ -19,4 +19,4 @@ def signatures(backend, offsets, data, docs, cfg):
     """``(sig, counts)``: the ``len(docs) x K`` signature matrix and shingle counts."""
     a, b = hash_params(cfg.num_perm, cfg.seed)
     return backend.minhash(offsets, data, docs, cfg.shingle == "word", cfg.ngram,
-                           a, b, cfg.signature_bits)
+                           a, b, cfg.signature_bits, cfg.sketch)
