@@ -14,6 +14,10 @@ work directory (``bench/data/`` by default), so a rerun reuses it.
   document per file or per blank-line-separated paragraph. Real text with
   real near-duplicates (licence boilerplate with different names, dates and
   headers). Char 5-grams, threshold 0.8.
+* ``debian-entries``: those paragraphs, then every whole entry of every
+  ``changelog.Debian.gz`` (header to trailer): about 55,000 real documents
+  of a few hundred bytes, many repeated across the packages of one source.
+  Char 5-grams, threshold 0.8.
 * ``debian-short``: short real-world-like documents of about 50 characters:
   lines of those files, alone or two spliced at a word boundary, lightly
   edited at random (characters substituted, inserted or deleted, numbers
@@ -224,6 +228,29 @@ def changelog_texts(limit: int | None = None) -> list[str]:
     return texts
 
 
+def changelog_entries() -> list[str]:
+    """Every whole entry of every ``changelog.Debian.gz`` (files in sorted
+    order): from its ``package (version) ...`` header to its `` -- `` trailer
+    line, a few hundred bytes each."""
+    import gzip
+    entries: list[str] = []
+    for p in sorted(glob.glob(CHANGELOG_GLOB)):
+        try:
+            with gzip.open(p, "rb") as f:
+                raw = f.read().decode("utf-8", errors="replace")
+        except (OSError, EOFError):
+            continue
+        cur: list[str] = []
+        for line in raw.splitlines():
+            cur.append(line)
+            if line.startswith(" -- "):
+                entry = "\n".join(cur).strip()
+                if entry:
+                    entries.append(entry)
+                cur = []
+    return entries
+
+
 def _real(name: str, n_docs, data_dir, build, description) -> CorpusSpec:
     """A cached corpus of real text: ``build(n_docs)`` gives its texts."""
     suffix = "" if n_docs is None else f"_{n_docs}"
@@ -256,6 +283,16 @@ def debian_changelogs(n_docs: int | None = None, data_dir: str | None = None) ->
     real, repetitive, and unlike licence text), the first ``n_docs`` or all."""
     return _real("debian_changelogs", n_docs, data_dir, changelog_texts,
                  lambda n: f"{n:,} real entries of {CHANGELOG_GLOB}")
+
+
+def debian_entries(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """Real documents of a few hundred bytes: the copyright paragraphs, then
+    every whole changelog entry (:func:`changelog_entries`), the first
+    ``n_docs`` of them or all (about 55,000 on a Debian machine)."""
+    return _real("debian_entries", n_docs, data_dir,
+                 lambda n: debian_paragraph_texts() + changelog_entries(),
+                 lambda n: f"{n:,} real documents: {DEBIAN_GLOB} paragraphs, then the whole "
+                           f"entries of {CHANGELOG_GLOB}")
 
 
 def debian_lines() -> list[str]:
@@ -365,4 +402,5 @@ BUILDERS = {
     "debian-paragraphs": debian_paragraphs,
     "debian-short": debian_short,
     "debian-text": debian_text,
+    "debian-entries": debian_entries,
 }

@@ -10,8 +10,8 @@ functions (128) and the corpus's threshold, each choosing its bands the way
 its documentation does. Every tool runs as its own process: gpu_dedup as the
 ``gpu-dedup run`` command (run once untimed first, so Numba's on-disk cache
 is filled), the peers through ``bench/peers.py``. Timings are medians of
-``--repeat`` runs (a tool whose first run exceeds ``--slow`` seconds runs
-once). Accuracy is scored against exact truth (``gpu_dedup.truth``): see
+``--repeat`` rounds, each running every tool once in turn (a tool whose run
+exceeds ``--slow`` seconds runs no more). Accuracy is scored against exact truth (``gpu_dedup.truth``): see
 ``bench/results.py`` for what each column means.
 
 Prints one table per run and saves it as a section of bench/RESULTS.md.
@@ -38,7 +38,10 @@ if HERE not in sys.path:
 import corpora  # noqa: E402
 import results  # noqa: E402
 
-TOOLS = ("gpu_dedup", "cookbook", "datasketch", "rensa", "rensa-dedup", "rensa-matrix")
+TOOLS = ("gpu_dedup", "gpu_dedup-oph", "cookbook", "datasketch", "rensa", "rensa-dedup",
+         "rensa-matrix")
+#: gpu_dedup's own variants: the tool name, and its extra options
+OURS = {"gpu_dedup": [], "gpu_dedup-oph": ["--sketch", "oph"]}
 NUM_PERM = 128
 SEED = 42
 
@@ -51,8 +54,9 @@ PRESETS = {
     "full": {"corpora": ["planted:8000", "planted:80000", "realistic:100000", "debian-files",
                          "debian-paragraphs", "debian-short:300000"], "repeat": 3,
              "timeout": 1800, "section": "comparison-full"},
-    "speed": {"corpora": ["debian-short:1000000"], "repeat": 3, "timeout": 1800,
-              "tools": ["gpu_dedup", "rensa-dedup", "rensa-matrix", "rensa", "datasketch"],
+    "speed": {"corpora": ["debian-short:1000000", "debian-entries"], "repeat": 3,
+              "timeout": 1800, "tools": ["gpu_dedup", "gpu_dedup-oph", "rensa-dedup",
+                                         "rensa-matrix", "rensa", "datasketch"],
               "section": "speed"},
 }
 
@@ -96,11 +100,11 @@ def run_process(cmd: list[str], timeout: float) -> dict:
 
 
 def tool_command(tool: str, spec, out: str, bands=None, rows=None) -> list[str]:
-    if tool == "gpu_dedup":
+    if tool in OURS:
         cmd = gpu_dedup_command() + [
             "run", spec.path, "-o", out, "--overwrite", "--quiet", "--shingle", spec.shingle,
             "--ngram", str(spec.ngram), "--normalize", "none", "--num-perm", str(NUM_PERM),
-            "--threshold", str(spec.threshold), "--seed", str(SEED)]
+            "--threshold", str(spec.threshold), "--seed", str(SEED)] + OURS[tool]
     else:
         cmd = [sys.executable, os.path.join(HERE, "peers.py"), tool, "--input", spec.path,
                "--out", out, "--shingle", spec.shingle, "--ngram", str(spec.ngram),
@@ -225,35 +229,46 @@ def read_ids(path: str):
 
 # -- one tool on one corpus ----------------------------------------------------
 
-def bench_tool(tool: str, spec, scorer: Scorer, out_root: str, repeat: int, timeout: float,
-               slow: float, ids) -> dict:
-    from gpu_dedup.truth import components
+def start_tool(tool: str, spec, out_root: str, timeout: float) -> dict:
+    """The row of one tool on one corpus, before its timed runs; gpu_dedup
+    runs once untimed first, so Numba's on-disk cache is filled."""
     out = os.path.join(out_root, f"{os.path.basename(spec.path)}.{tool}")
-    cmd = tool_command(tool, spec, out)
-    row = {"corpus": spec.name, "tool": tool, "docs": spec.docs, "runs": []}
-    if tool == "gpu_dedup":
-        warm = run_process(cmd, timeout)
+    row = {"corpus": spec.name, "tool": tool, "docs": spec.docs, "runs": [], "out": out,
+           "cmd": tool_command(tool, spec, out)}
+    if tool in OURS:
+        warm = run_process(row["cmd"], timeout)
         if warm["rc"] != 0:
             row["error"] = f"exit {warm['rc']}: {warm['stderr']}"
-            return row
-    for k in range(repeat):
-        r = run_process(cmd, timeout)
-        if r["timed_out"]:
-            row["error"] = f"timed out after {timeout:.0f}s"
-            return row
-        if r["rc"] != 0:
-            row["error"] = f"exit {r['rc']}: {r['stderr']}"
-            return row
+    return row
+
+
+def time_tool(row: dict, timeout: float, slow: float) -> None:
+    """One timed run of a tool, unless it failed or was too slow to repeat."""
+    if "error" in row or (row["runs"] and row["runs"][-1]["seconds"] > slow):
+        return
+    r = run_process(row["cmd"], timeout)
+    if r["timed_out"]:
+        row["error"] = f"timed out after {timeout:.0f}s"
+    elif r["rc"] != 0:
+        row["error"] = f"exit {r['rc']}: {r['stderr']}"
+    else:
         row["runs"].append(r)
-        if r["seconds"] > slow:
-            break
+
+
+def finish_tool(row: dict, spec, scorer: Scorer, ids) -> dict:
+    """Medians and scores of a tool's timed runs (its last run's output)."""
+    from gpu_dedup.truth import components
+    tool, out = row["tool"], row.pop("out")
+    row.pop("cmd")
+    if "error" in row:
+        return row
     secs = [r["seconds"] for r in row["runs"]]
     row["seconds"] = statistics.median(secs)
     row["docs_per_s"] = spec.docs / row["seconds"]
     row["peak_rss"] = max(r["peak_rss"] for r in row["runs"])
     kept = dup = None
     keeper = False            # a peer that decides what is kept and reports no pairs
-    if tool == "gpu_dedup":
+    if tool in OURS:
         labels, a, b, report = read_gpu_dedup(out, ids)
         kept, dup = read_selection(out, ids)
         p = report["parameters"]
@@ -280,6 +295,17 @@ def bench_tool(tool: str, spec, scorer: Scorer, out_root: str, repeat: int, time
         row.update(recall=None, precision=None)
     row.update(scorer.removals(kept, dup))
     return row
+
+
+def bench_tools(tools, spec, scorer: Scorer, out_root: str, repeat: int, timeout: float,
+                slow: float, ids) -> list[dict]:
+    """Every tool on one corpus: ``repeat`` rounds, each running every tool
+    once in turn, so that the machine's load moves all tools alike."""
+    rows = [start_tool(t, spec, out_root, timeout) for t in tools]
+    for k in range(repeat):
+        for row in rows:
+            time_tool(row, timeout, slow)
+    return [finish_tool(row, spec, scorer, ids) for row in rows]
 
 
 # -- tables ---------------------------------------------------------------------
@@ -333,7 +359,7 @@ def cpu_seconds(row: dict) -> str:
 
 
 def stage_table(rows: list[dict]) -> str:
-    gd = [r for r in rows if r["tool"] == "gpu_dedup" and "stage_seconds" in r]
+    gd = [r for r in rows if r["tool"] in OURS and "stage_seconds" in r]
     if not gd:
         return ""
     names = []
@@ -341,16 +367,17 @@ def stage_table(rows: list[dict]) -> str:
         for k in r["stage_seconds"]:
             if k not in names:
                 names.append(k)
-    lines = ["| corpus | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines = ["| corpus | tool | " + " | ".join(names) + " |",
+             "|---|---|" + "---|" * len(names)]
     for r in gd:
         s = r["stage_seconds"]
-        lines.append(f"| {r['corpus']} | " + " | ".join(
+        lines.append(f"| {r['corpus']} | {r['tool']} | " + " | ".join(
             f"{s[k]:.2f}" if isinstance(s.get(k), (int, float)) else "" for k in names) + " |")
     return "\n".join(lines)
 
 
 def peer_phase_table(rows: list[dict]) -> str:
-    ps = [r for r in rows if r["tool"] != "gpu_dedup" and "stage_seconds" in r]
+    ps = [r for r in rows if r["tool"] not in OURS and "stage_seconds" in r]
     if not ps:
         return ""
     names = ["read", "shingle", "sketch", "lsh", "verify", "total"]
@@ -421,10 +448,54 @@ def speed_notes(rows: list[dict]) -> str:
                        f"and {core:.1f}s to rensa itself (sketches, LSH, verification): "
                        f"against those phases alone, gpu_dedup's whole process gives "
                        f"{core / gd['seconds']:.2f}x the documents per second.")
+        if rn is not None:
+            out.append(f"* Peak RSS: gpu_dedup {fmt_bytes(gd['peak_rss'])}, {peer} "
+                       f"{fmt_bytes(rn['peak_rss'])} "
+                       f"({'no higher' if gd['peak_rss'] <= rn['peak_rss'] else 'higher'}).")
+        oph = rs.get("gpu_dedup-oph")
+        if oph is not None:
+            sg, so = (x.get("stage_seconds", {}).get("signatures") for x in (gd, oph))
+            sig = (f"; the signature stage {sg:.2f}s with minhash, {so:.2f}s with oph "
+                   f"({sg / so:.1f}x)" if sg and so else "")
+            delta = [f"{name} {100 * (oph[k] - gd[k]):+.2f} points"
+                     for k, name in (("recall", "recall"), ("residual", "residual"),
+                                     ("justified", "justified"))
+                     if gd.get(k) is not None and oph.get(k) is not None]
+            out.append(f"* `--sketch oph`: {oph['seconds']:.2f}s against {gd['seconds']:.2f}s "
+                       f"({gd['seconds'] / oph['seconds']:.2f}x){sig}; against the classic "
+                       f"sketch at the same bands and rows: {', '.join(delta)}.")
         ds = rs.get("datasketch")
         if ds is not None:
             out.append(f"* gpu_dedup / datasketch = {gd['docs_per_s'] / ds['docs_per_s']:.1f}x.")
     return "\n".join(out)
+
+
+def startup(repeat: int = 5) -> dict:
+    """Wall seconds of a warm ``gpu-dedup run`` on 100 short documents
+    (default options, after ``gpu-dedup demo`` has filled Numba's cache) and
+    of importing the CLI alone: medians of ``repeat`` runs."""
+    tmp = tempfile.mkdtemp(prefix="gpu-dedup-startup-")
+    try:
+        path = os.path.join(tmp, "docs.jsonl")
+        corpora.write_jsonl(path, [f"document number {i} says hello to the world"
+                                   for i in range(100)])
+        subprocess.run(gpu_dedup_command() + ["demo", "--quiet"], capture_output=True,
+                       cwd=tmp, timeout=600)
+        run = gpu_dedup_command() + ["run", path, "-o", os.path.join(tmp, "out"),
+                                     "--overwrite", "--quiet"]
+        imp = [sys.executable, "-c", "import gpu_dedup.cli"]
+        out = {}
+        for name, cmd in (("run_100_docs", run), ("import_cli", imp)):
+            subprocess.run(cmd, capture_output=True, timeout=600)
+            secs = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                subprocess.run(cmd, capture_output=True, timeout=600, check=True)
+                secs.append(time.perf_counter() - t0)
+            out[name] = statistics.median(secs)
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 HISTORY = os.path.join(results.RESULTS_DIR, "speed-history.json")
@@ -474,6 +545,11 @@ def section_markdown(section: str, data: dict) -> str:
             corpus_lines(data["corpora"], truths), "", table(rows), ""]
     if section == "speed":
         notes = speed_notes(rows)
+        st = data.get("startup")
+        if st:
+            notes += (f"\n* Start-up: a warm `gpu-dedup run` on 100 documents (default "
+                      f"options, after `gpu-dedup demo`) takes {st['run_100_docs']:.2f}s; "
+                      f"importing the CLI alone {st['import_cli']:.2f}s (medians of 5).")
         if notes:
             body += ["What it shows:", "", notes, ""]
         hist = speed_history(data)
@@ -507,7 +583,7 @@ def build_corpus(name: str, data_dir: str | None):
 
 
 def available(tool: str) -> bool:
-    if tool in ("gpu_dedup", "cookbook"):
+    if tool in OURS or tool == "cookbook":
         return True
     import importlib.util
     return importlib.util.find_spec(tool.split("-")[0]) is not None
@@ -570,9 +646,9 @@ def main(argv=None) -> int:
             specs.append(spec)
             scorer = Scorer(spec)
             ids = read_ids(spec.path)
-            for tool in tools:
-                row = bench_tool(tool, spec, scorer, out_root, repeat, timeout, slow, ids)
+            for row in bench_tools(tools, spec, scorer, out_root, repeat, timeout, slow, ids):
                 rows.append(row)
+                tool = row["tool"]
                 if "error" in row:
                     print(f"  {tool}: {row['error']}", flush=True)
                 else:
@@ -595,9 +671,12 @@ def main(argv=None) -> int:
     if section:
         data = {"machine": machine, "rows": rows, "corpora": [s.to_dict() for s in specs],
                 "seconds": elapsed}
+        if section == "speed":
+            data["startup"] = startup()
+            print(f"start-up: {data['startup']}", flush=True)
         results.save(section, section_markdown(section, data), data)
         print(f"\nsaved to {results.RESULTS_MD}")
-    failed = [r for r in rows if "error" in r and r["tool"] == "gpu_dedup"]
+    failed = [r for r in rows if "error" in r and r["tool"] in OURS]
     return 1 if failed else 0
 
 
