@@ -308,7 +308,7 @@ def get_backend(device: str = "cpu", gpu_memory=None):
         DeviceError: ``gpu`` without a usable GPU, or an unknown ``device``.
         ConfigError: ``gpu_memory`` is not a positive size.
     """
-    from .backend_gpu import parse_memory
+    from .memory import parse_memory
     parse_memory(gpu_memory)             # ConfigError naming --gpu-memory
     if device == "cpu":
         return CpuBackend(), "device: cpu"

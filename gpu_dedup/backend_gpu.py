@@ -43,6 +43,7 @@ import numpy as np
 
 from .arrays import concat_csr, unique
 from .errors import DeviceError
+from .memory import parse_memory  # noqa: F401  (re-exported)
 from .stages.components import scipy_components
 from .stages.lsh import take_buckets
 
@@ -66,22 +67,6 @@ SET_BYTES_PER_BYTE = 64
 #: Device bytes per band key when grouping key segments (the keys, positions
 #: and segment indices, two sort orders, the sorted copies and the edges).
 SEGMENT_BYTES_PER_KEY = 160
-
-def parse_memory(spec) -> int | None:
-    """Bytes from ``--gpu-memory``: an integer, or a number with a unit
-    (``8GiB``, ``512MiB``, ``8GB``, ``1.5G``; K/M/G/T alone are binary).
-
-    Returns None for None or an empty string.
-
-    Example:
-        >>> parse_memory("512MiB"), parse_memory("8GB"), parse_memory(4096)
-        (536870912, 8000000000, 4096)
-    """
-    if spec is None or (isinstance(spec, str) and not spec.strip()):
-        return None
-    from .memory import parse_size
-    return parse_size(spec, option="--gpu-memory")
-
 
 # -- probing -------------------------------------------------------------------
 

@@ -187,7 +187,7 @@ def threshold_warning(res) -> str | None:
 def _check_gpu_memory(ctx, param, value):
     """Reject a bad ``--gpu-memory`` at once, whatever the device (the value
     passes on unchanged)."""
-    from .backend_gpu import parse_memory
+    from .memory import parse_memory
     parse_memory(value)          # ConfigError naming --gpu-memory: one line, exit 2
     return value
 

@@ -330,3 +330,18 @@ class PeakMonitor:
             with self._lock:
                 self.peaks[name] = max(self.peaks.get(name, 0), peak)
                 self.overall = max(self.overall, peak)
+
+
+def parse_memory(spec) -> int | None:
+    """Bytes from ``--gpu-memory``: an integer, or a number with a unit
+    (``8GiB``, ``512MiB``, ``8GB``, ``1.5G``; K/M/G/T alone are binary).
+
+    Returns None for None or an empty string.
+
+    Example:
+        >>> parse_memory("512MiB"), parse_memory("8GB"), parse_memory(4096)
+        (536870912, 8000000000, 4096)
+    """
+    if spec is None or (isinstance(spec, str) and not spec.strip()):
+        return None
+    return parse_size(spec, option="--gpu-memory")
