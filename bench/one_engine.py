@@ -118,12 +118,19 @@ def speed(old: str, repeat: int, tmp: str) -> None:
     for label, tree in trees.items():           # untimed: fills each tree's kernel cache
         gd(tree, "run", spec.path, "-o", os.path.join(tmp, "warm"), *ARGS)
     times = {label: [] for label in trees}
+    stages = {label: {} for label in trees}
     for _ in range(repeat):
         for label, tree in trees.items():
-            secs, _ = gd(tree, "run", spec.path, "-o", os.path.join(tmp, "o"), *ARGS)
+            out = os.path.join(tmp, "o")
+            secs, _ = gd(tree, "run", spec.path, "-o", out, *ARGS)
             times[label].append(secs)
+            with open(os.path.join(out, "report.json")) as f:
+                for k, v in json.load(f)["seconds"].items():
+                    stages[label].setdefault(k, []).append(v)
             print(f"  {label}: {secs:.2f}s", flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
+    say()
+    say(f"Measured {results.machine()['date']} on this machine.")
     say()
     say(f"`python bench/one_engine.py --speed --old OLD`: {spec.name}, {spec.docs:,} documents, "
         f"the whole `gpu-dedup run` process, medians of {repeat} alternating runs; OLD = "
@@ -135,6 +142,15 @@ def speed(old: str, repeat: int, tmp: str) -> None:
         say(f"| {k} | {v:.2f} | {spec.docs / v:,.0f} |")
     say()
     say(f"This tree takes {med['this tree'] / med['old']:.3f}x the old tree's time.")
+    names = list(dict.fromkeys(k for v in stages.values() for k in v))
+    say()
+    say("Seconds per stage (report.json; medians of the same runs):")
+    say()
+    say("| tree | " + " | ".join(names) + " |")
+    say("|---|" + "---|" * len(names))
+    for label, st in stages.items():
+        say(f"| {label} | " + " | ".join(
+            f"{statistics.median(st[k]):.2f}" if k in st else "" for k in names) + " |")
 
 
 def _commit(tree: str) -> str:
@@ -152,6 +168,9 @@ def main() -> int:
     ap.add_argument("--old", help="the checkout to compare with (for --speed)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-save", action="store_true", help="do not update bench/RESULTS.md")
+    ap.add_argument("--section", default="one-engine",
+                    help="the section of bench/RESULTS.md to save to (default one-engine; "
+                         "speed-stages: the per-stage table before and after)")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="gpu-dedup-one-engine-")
     try:
@@ -164,7 +183,7 @@ def main() -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if LINES and not a.no_save:
-        results.save("one-engine", "\n".join(LINES), {"lines": LINES})
+        results.save(a.section, "\n".join(LINES), {"lines": LINES})
     return 0
 
 
