@@ -255,3 +255,32 @@ def test_jaccard_at_least_is_exact_from_the_floor_up():
         assert hi.any() and (~hi).any()
         np.testing.assert_array_equal(got[hi], exact[hi])
         assert (got[~hi] < floor).all()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fixed_kept_documents_give_the_whole_run(seed):
+    # a run over A then B, restricted to B, equals a run over A's kept
+    # documents (fixed: already kept) then B: what an index query relies on
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(50):
+        n, buckets, sim = _random_case(rng, n_max=50)
+        m = int(rng.integers(0, n + 1))            # A = ranks 0 .. m-1
+        limit = int(rng.integers(1, 5))
+        t = float(rng.choice([0.3, 0.5, 0.8]))
+        kept, dup, s, _ = greedy_reference(buckets, n, lambda u, v: sim[u, v], t, limit)
+        a_kept = [i for i in range(m) if kept[i]]
+        docs = a_kept + list(range(m, n))          # the new ranks, in order
+        new = {d: r for r, d in enumerate(docs)}
+        sub = [sorted(new[x] for x in b if x in new) for b in buckets]
+        sub = [b for b in sub if b]
+        ss = sim[np.ix_(docs, docs)]
+
+        def score(p, ss=ss):
+            u, v = unpack(p)
+            assert not ((u < len(a_kept)) & (v < len(a_kept))).any(), "fixed pairs scored"
+            return ss[u, v]
+        got = greedy_select(*_flat(sub), len(docs), score, t, limit=limit, fixed=len(a_kept))
+        for r, d in enumerate(docs):
+            assert got.kept[r] == kept[d]
+            want = -1 if dup[d] < 0 else new[dup[d]]
+            assert got.duplicate_of[r] == want

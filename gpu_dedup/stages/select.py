@@ -117,7 +117,8 @@ class _Memo:
 
 
 def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
-                  threshold: float, limit: int = 32, accept_all: bool = False) -> Selection:
+                  threshold: float, limit: int = 32, accept_all: bool = False,
+                  fixed: int = 0) -> Selection:
     """The sequential greedy rule, in passes (see the module docstring).
 
     Args:
@@ -131,6 +132,10 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
         threshold: a pair is similar at or above it.
         limit: kept documents of a bucket a document is compared with.
         accept_all: every compared pair is similar (verification off).
+        fixed: ranks ``0 .. fixed - 1`` are kept already (documents of an
+            index a new corpus is deduplicated against): they are never
+            scored against each other, and the others are decided as if
+            they had been kept by the rule.
 
     Returns:
         A :class:`Selection`.
@@ -159,7 +164,8 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     d_pos = ent[order] - b_off[d_bkt]
     d_off = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(mem, minlength=n), out=d_off[1:])
-    del order, multi, ent
+    d_pos[:d_off[min(fixed, n)]] = 0        # fixed ranks are scored with nothing
+    del order, multi
     # every rank against the first members of its buckets, in one call
     p_off, p_u = window_pairs(d_off, d_bkt, d_pos, b_off, members, WINDOW * int(limit))
     del d_pos
@@ -167,11 +173,18 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     p_s = _scores(score_fn, pack(p_u, p_v))
     state = np.full(n, KEPT, np.int8)
     todo = unique(mem)
+    todo = todo[todo >= fixed]
     state[todo] = UNDECIDED
     nb = sizes.size
     klist = np.empty(members.size, np.int64)
     blist = np.empty(members.size, np.int64)
     kcount = np.zeros(nb, np.int64)
+    if fixed:
+        # the fixed members lead their buckets (ranks ascend): kept already
+        pre = mem < fixed
+        kcount = np.bincount(seg[pre], minlength=nb).astype(np.int64)
+        klist[ent[pre]] = mem[pre]
+    del ent
     bcount = np.zeros(nb, np.int64)
     bstamp = np.zeros(nb, np.int64)
     dup = np.full(n, -1, np.int64)
