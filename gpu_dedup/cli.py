@@ -192,6 +192,16 @@ def _check_gpu_memory(ctx, param, value):
     return value
 
 
+def _index_config(index: str, res):
+    """The index's configuration with the options given on the command line
+    on top (those that define similarity must agree with it)."""
+    from .index import Index
+    idx = Index(index)
+    cfg = idx.config(**res.overrides)
+    idx.check(cfg)
+    return cfg
+
+
 def _quiet_logs():
     logging.getLogger("gpu_dedup").setLevel(logging.ERROR)
 
@@ -236,10 +246,15 @@ def _quiet_logs():
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success (no progress).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print the report summary as JSON on stdout.")
+@click.option("--against", multiple=True, metavar="DIR",
+              help="An index (`gpu-dedup index build`) to deduplicate against, as if its "
+                   "documents came first in the same run; repeat for several. The options "
+                   "that define similarity are the index's (giving a different one is "
+                   "refused).")
 @click.pass_context
 def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_memory,
         memory_limit, scheduler, workers, work_dir, keep_work_dir,
-        overwrite, html, quiet, as_json, **kw):
+        overwrite, html, quiet, as_json, against, **kw):
     """Deduplicate INPUTS into OUTPUT.
 
     INPUTS are files, directories and glob patterns: JSONL (.jsonl, .jsonl.gz,
@@ -251,20 +266,22 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
     from . import progress
     from .pipeline import run as run_pipeline, summary_line
     res = _resolve_config(ctx, kw, warn=not quiet)
+    config = _index_config(against[0], res) if against else res.config
     if quiet:
         _quiet_logs()
     prog = progress.StageProgress() if progress.wanted(quiet) else None
     try:
         if prog is not None:
             prog.__enter__()
-        report = run_pipeline(inputs, output, res.config, device=device, text_field=text_field,
+        report = run_pipeline(inputs, output, config, device=device, text_field=text_field,
                               id_field=None if id_field.lower() == "none" else id_field,
                               overwrite=overwrite, gpu_memory=gpu_memory,
                               on_stage=prog.stage if prog else None,
                               on_progress=prog.fraction if prog else None,
                               on_bad_record=on_bad_record, html=html,
                               memory_limit=memory_limit, scheduler=scheduler, workers=workers,
-                              work_dir=work_dir, keep_work_dir=keep_work_dir)
+                              work_dir=work_dir, keep_work_dir=keep_work_dir,
+                              against=list(against) or None)
     finally:
         if prog is not None:
             prog.close()
@@ -426,6 +443,143 @@ def _warm_defaults(texts, device) -> None:
             for t in texts:
                 f.write(json.dumps({"text": t.upper() + "  "}) + "\n")
         run_pipeline([src], os.path.join(d, "out"), Config(), device=device, html=False)
+
+
+def _exec_options(f):
+    """Options of a command that runs the engine over inputs."""
+    opts = [
+        click.option("--text-field", default="text", show_default=True,
+                     help="Field holding the text."),
+        click.option("--id-field", default="id", show_default=True,
+                     help="Field holding a unique id ('none' to generate FILE:LINE ids)."),
+        click.option("--on-bad-record", type=click.Choice(["error", "skip"]), default="error",
+                     show_default=True, help="Stop at a malformed record, or skip and count it."),
+        click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
+                     show_default=True, help="Where to run: cpu, gpu, or auto."),
+        click.option("--memory-limit", default=None, metavar="SIZE",
+                     help="Memory budget, e.g. 4GiB (default: a safe share of RAM)."),
+        click.option("--scheduler", default="none", show_default=True, metavar="SPEC",
+                     help="none, threads, processes or tcp://HOST:PORT (as for run)."),
+        click.option("--workers", type=int, default=None, help="Threads or worker processes."),
+        click.option("--quiet", "-q", is_flag=True, help="Print nothing on success."),
+        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+def _exec_kw(text_field, id_field, on_bad_record, device, memory_limit, scheduler, workers):
+    return {"text_field": text_field,
+            "id_field": None if id_field.lower() == "none" else id_field,
+            "on_bad_record": on_bad_record, "device": device, "memory_limit": memory_limit,
+            "scheduler": scheduler, "workers": workers}
+
+
+@main.group(context_settings=CONTEXT)
+def index():
+    """A persistent index of kept documents, to deduplicate new data against
+    (`run --against`) and to check evaluation sets for contamination
+    (`overlap`)."""
+
+
+@index.command("build", context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--index", "index_dir", required=True, metavar="DIR",
+              help="The new index folder (must not exist, or be empty).")
+@_config_options
+@_exec_options
+@click.pass_context
+def index_build(ctx, inputs, index_dir, text_field, id_field, on_bad_record, device,
+                memory_limit, scheduler, workers, quiet, as_json, **kw):
+    """Deduplicate INPUTS and keep what they keep in a new index at DIR."""
+    from . import index as ix
+    res = _resolve_config(ctx, kw, warn=not quiet)
+    if quiet:
+        _quiet_logs()
+    report = ix.build(inputs, index_dir, res.config,
+                      **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
+                                 scheduler, workers))
+    _index_done(report, "built", report["documents"]["kept"], quiet, as_json)
+
+
+@index.command("add", context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--index", "index_dir", required=True, metavar="DIR", help="The index folder.")
+@_exec_options
+def index_add(inputs, index_dir, text_field, id_field, on_bad_record, device, memory_limit,
+              scheduler, workers, quiet, as_json):
+    """Append the documents of INPUTS that are not duplicates of the index or
+    of each other, with the index's options. Atomic; adding the same input
+    twice adds nothing."""
+    from . import index as ix
+    if quiet:
+        _quiet_logs()
+    report = ix.add(inputs, index_dir, **_exec_kw(text_field, id_field, on_bad_record, device,
+                                                  memory_limit, scheduler, workers))
+    _index_done(report, "added", report["added"], quiet, as_json)
+
+
+def _index_done(report: dict, verb: str, n: int, quiet: bool, as_json: bool) -> None:
+    info = report["index"]
+    if as_json:
+        click.echo(json.dumps({"documents": report["documents"], verb: n, "index": info}))
+    elif not quiet:
+        d = report["documents"]
+        click.echo(f"{d['in']:,} documents read, {n:,} {verb}; the index {info['index']} "
+                   f"holds {info['docs']:,} in {len(info['parts'])} part(s)")
+
+
+@index.command("info", context_settings=CONTEXT)
+@click.option("--index", "index_dir", required=True, metavar="DIR", help="The index folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print it as JSON.")
+def index_info(index_dir, as_json):
+    """What an index holds: documents, parts and the options it was built with."""
+    from . import index as ix
+    info = ix.info(index_dir)
+    if as_json:
+        click.echo(json.dumps(info))
+        return
+    click.echo(f"{info['index']}: {info['docs']:,} documents in {len(info['parts'])} part(s)")
+    click.echo("options: " + ", ".join(f"{k}={v}" for k, v in info["options"].items()))
+    for p in info["parts"]:
+        click.echo(f"  {p['name']}: {p['docs']:,} documents from ordinal {p['first']:,}, "
+                   f"{p['windows']:,} windows; " + ", ".join(p["inputs"]))
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--against", "index_dir", required=True, metavar="DIR",
+              help="The index of the training corpus.")
+@click.option("--output", "-o", required=True,
+              help="Output directory: overlap.parquet, report.json and report.html.")
+@click.option("--threshold", "-t", type=float, default=None,
+              help="Similarity (Jaccard, or containment in a longer document) at which an "
+                   "item is flagged (default: the index's threshold).")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the text.")
+@click.option("--id-field", default="id", show_default=True,
+              help="Field holding a unique id ('none' to generate FILE:LINE ids).")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrite, quiet,
+            as_json):
+    """Contamination report: each document of INPUTS (an evaluation set)
+    against the indexed training corpus: its best match and their verified
+    similarity, flagged as a near-duplicate or as contained in a longer
+    training document (a passage cut from it)."""
+    from .index.overlap import overlap as run_overlap
+    report = run_overlap(inputs, index_dir, output, threshold=threshold,
+                         text_field=text_field,
+                         id_field=None if id_field.lower() == "none" else id_field,
+                         overwrite=overwrite)
+    s = report["summary"]
+    if as_json:
+        click.echo(json.dumps(s))
+    elif not quiet:
+        click.echo(f"{s['items']:,} items: {s['flagged']:,} flagged ({s['near_duplicate']:,} "
+                   f"near-duplicate, {s['contained']:,} contained) at {s['threshold']:g}")
+        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
 
 
 @main.command(context_settings=CONTEXT)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
+import tempfile
 import time
 
 from .backend import get_backend
@@ -44,7 +46,7 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
         gpu_memory=None, on_stage=None, on_progress=None, on_bad_record: str = "error",
         html: bool = True, memory_limit=None, scheduler: str = "none", workers=None,
         work_dir=None, keep_work_dir: bool = False, partition_bytes=None,
-        backend=None) -> dict:
+        backend=None, against=None) -> dict:
     """Deduplicate ``inputs`` into ``output``; returns the report (also written
     as ``report.json``).
 
@@ -73,6 +75,10 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
             split (bytes or a size string); it cuts even a small corpus into
             many partitions and never changes a result.
         backend: a backend object to use instead of the one ``device`` names.
+        against: index folders (:mod:`gpu_dedup.index`): the inputs are also
+            deduplicated against the documents they hold, as if those came
+            first in the same run; clusters.parquet names the index of each
+            indexed ``duplicate_of`` (``duplicate_of_index``).
 
     Example:
         >>> report = run(["shards/"], "out", Config(threshold=0.8))  # doctest: +SKIP
@@ -82,6 +88,13 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     cfg = (config or Config()).resolved()
     if on_bad_record not in ON_BAD_RECORD:
         raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
+    indexes = []
+    if against:
+        from .index import Index, check_mode
+        check_mode(cfg, "--against")
+        indexes = [Index(d) for d in against]
+        for idx in indexes:
+            idx.check(cfg)
     paths = expand_inputs(inputs)
     out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite,
                     work_dir=work_dir)
@@ -94,6 +107,36 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     else:
         be, device_line = get_backend(device, gpu_memory=gpu_memory)
     log.info(device_line)
+    context = against_report = context_dir = None
+    if indexes:
+        from .index import context_for
+        parent = os.path.dirname(os.path.abspath(output))
+        os.makedirs(parent, exist_ok=True)
+        context_dir = tempfile.mkdtemp(prefix=".gpu-dedup-against-", dir=parent)
+        try:
+            ctx_path, context, against_report = context_for(
+                indexes, paths, cfg, context_dir, text_field=text_field, id_field=id_field,
+                on_bad_record=on_bad_record, backend=be)
+        except BaseException:
+            shutil.rmtree(context_dir, ignore_errors=True)
+            raise
+        if ctx_path is not None:
+            paths = [ctx_path] + paths
+    try:
+        return _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, context,
+                    against_report, text_field=text_field, id_field=id_field,
+                    on_stage=on_stage, on_progress=on_progress, on_bad_record=on_bad_record,
+                    html=html, workers=workers, work_dir=work_dir,
+                    keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
+                    gpu_memory=gpu_memory)
+    finally:
+        if context_dir is not None:
+            shutil.rmtree(context_dir, ignore_errors=True)
+
+
+def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, context,
+         against_report, *, text_field, id_field, on_stage, on_progress, on_bad_record, html,
+         workers, work_dir, keep_work_dir, partition_bytes, gpu_memory) -> dict:
     measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
 
     def progress(stage, done, total):
@@ -127,7 +170,8 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
             store = MemoryStore()
         runner = Runner(cfg, be, store, executor, plan, text_field=text_field,
                         id_field=id_field, on_bad_record=on_bad_record, gpu_memory=gpu_memory,
-                        on_stage=on_stage, on_progress=progress, monitor=monitor)
+                        on_stage=on_stage, on_progress=progress, monitor=monitor,
+                        context=context)
         try:
             runner.run(plan_reads(paths, plan.chunk_bytes))
         except OSError as exc:
@@ -138,6 +182,8 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
                 outputs = runner.write(folder, progress)
             report = _report(runner, outputs, device_line, on_bad_record, monitor, executor,
                              t_start)
+            if against_report is not None:
+                report["against"] = against_report
             if html:
                 with runner.stage("report"):
                     _write_html(folder, report, runner)

@@ -17,6 +17,7 @@ import logging
 import math
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,32 @@ STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "select")
 _U64 = np.uint64
 
 
+@dataclass
+class Context:
+    """Documents of indexes a run is deduplicated against: the run's first
+    input, ``docs`` of them, in index order.
+
+    Attributes:
+        ids: their ids in their index (string).
+        index: the number of the index each comes from.
+        names: the indexes' names, by number.
+    """
+
+    docs: int
+    ids: pa.Array
+    index: np.ndarray
+    names: list
+
+    def index_names(self, docs: np.ndarray) -> pa.Array:
+        """The index of each of ``docs`` (run positions); null for the run's own."""
+        docs = np.asarray(docs, dtype=np.int64)
+        inside = docs < self.docs
+        out = np.full(docs.size, None, dtype=object)
+        if inside.any():
+            out[inside] = np.asarray(self.names, dtype=object)[self.index[docs[inside]]]
+        return pa.array(out, pa.string())
+
+
 class Runner:
     """Runs the stages over ``store`` with ``executor``.
 
@@ -57,11 +84,14 @@ class Runner:
         on_stage: ``on_stage(name)`` as each stage starts.
         on_progress: ``on_progress(stage, done, total)`` as its tasks complete.
         monitor: a started :class:`gpu_dedup.memory.PeakMonitor`, or None.
+        context: the documents of an index the run is deduplicated against
+            (:class:`Context`): they are the run's first input, kept
+            already, and left out of every output but ``duplicate_of``.
     """
 
     def __init__(self, cfg, backend, store, executor, plan, *, text_field="text",
                  id_field="id", on_bad_record="error", gpu_memory=None, on_stage=None,
-                 on_progress=None, monitor=None):
+                 on_progress=None, monitor=None, context=None):
         self.cfg = cfg
         self.be = backend
         self.store = store
@@ -77,6 +107,8 @@ class Runner:
         self.timer = StageTimer()
         self.reused: dict[str, int] = {}
         self.units: dict[str, int] = {}
+        self.context = context
+        self.C = 0                      # documents of the context (the first input)
 
     # -- helpers ----------------------------------------------------------
     @contextmanager
@@ -168,6 +200,11 @@ class Runner:
         self.ctx.chunks = self.chunks
         self.ctx.doc_starts = self.doc_starts
         self.avg_text = (sum(c["text_bytes"] for c in self.chunks) / self.N) if self.N else 1.0
+        if self.context is not None and self.context.docs:
+            self.C = sum(c["n"] for c in self.chunks if c["file"] == 0)
+            if self.C != self.context.docs:
+                raise InputError(f"{self.shard_paths[0]}: {self.C:,} documents, expected "
+                                 f"{self.context.docs:,} from the index")
 
     def _check_id_presence(self, chunks) -> None:
         """A file whose records have ids must have one on every record; across
@@ -429,8 +466,10 @@ class Runner:
                 u, v = pos_of_rank[u], pos_of_rank[v]
             return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
 
+        # the context's documents come first, distinct and kept already
+        fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
         sel = greedy_select(off, members, self.R, score_ranks, float(cfg.threshold),
-                            cfg.bucket_limit, accept_all=not cfg.verify)
+                            cfg.bucket_limit, accept_all=not cfg.verify, fixed=fixed)
         self.ctx.sets = None
         del off, members
         kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
@@ -542,13 +581,18 @@ class Runner:
                 kept, cluster = self._select_components(ea, eb)
                 dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
             removed = ~kept
-            exact_removed = int(np.count_nonzero(removed & (rep_doc == rep_doc[np.maximum(dup, 0)])))
+            removed[:self.C] = False            # the context is no output
+            exact = removed & (rep_doc == rep_doc[np.maximum(dup, 0)])
+            exact_removed = int(np.count_nonzero(exact))
+            if self.C:
+                n_exact = int(np.count_nonzero(eb[is_exact] >= self.C))
             for name, arr in (("cluster", cluster), ("kept", kept), ("duplicate_of", dup),
                               ("similarity", dsim), ("pair_a", ea), ("pair_b", eb),
                               ("pair_similarity", sim), ("pair_exact", is_exact)):
                 st.save_npy(f"final/{name}.npy", arr)
             rsim = dsim[removed]
-            meta = {"kept": int(kept.sum()), "clusters": int(kept.sum()),
+            n_kept = int(kept[self.C:].sum())
+            meta = {"kept": n_kept, "clusters": n_kept,
                     "duplicate_clusters": distinct_count(cluster[removed]),
                     "exact_removed": exact_removed, "exact_edges": n_exact,
                     "removed_similarity": similarity_summary(rsim, float(self.cfg.threshold)),
@@ -647,12 +691,12 @@ class Runner:
         return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
 
     def stats(self) -> dict:
-        N = self.N
+        N = self.N - self.C              # the outputs' documents
         m = self.select_meta
         removed = N - m["kept"]
         v = self.verify_meta
         lsh = self.lsh_meta
-        active = sum(c["active"] for c in self.chunks)
+        active = sum(c["active"] for c in self.chunks if not (self.C and c["file"] == 0))
         stats = {
             "documents": N,
             "documents_without_shingles": int(N - active),
@@ -686,6 +730,22 @@ class Runner:
         return StoredStrings(self.ctx, name, self.N)
 
     # -- outputs ----------------------------------------------------------
+    def _names(self, docs: np.ndarray) -> pa.Array:
+        """The ids of documents ``docs``: a context document's is its id in
+        the index."""
+        docs = np.asarray(docs, dtype=np.int64)
+        if not self.C:
+            return gather_ids(self.ctx, docs).cast(pa.string())
+        inside = docs < self.C
+        out = np.empty(docs.size, dtype=object)
+        if inside.any():
+            out[inside] = self.context.ids.take(pa.array(docs[inside])).to_numpy(
+                zero_copy_only=False)
+        if (~inside).any():
+            out[~inside] = gather_ids(self.ctx, docs[~inside]).cast(pa.string()).to_numpy(
+                zero_copy_only=False)
+        return pa.array(out, pa.string())
+
     def write(self, folder: str, on_progress=None) -> dict:
         """clusters.parquet, pairs.parquet and data/ into ``folder``."""
         st = self.store
@@ -701,30 +761,33 @@ class Runner:
 
         dup = self.final("duplicate_of", mmap=True)
         dsim = self.final("similarity", mmap=True)
-        schema = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
-                            ("duplicate_of", pa.string()), ("similarity", pa.float64())])
+        fields = [("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
+                  ("duplicate_of", pa.string()), ("similarity", pa.float64())]
+        if self.context is not None:
+            fields.append(("duplicate_of_index", pa.string()))
+        schema = pa.schema(fields)
         with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
             rg = _RowGroups(w, schema)
             for ci, c in enumerate(self.chunks):
+                if self.C and c["file"] == 0:
+                    continue                     # the context is no output
                 d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
                 ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
                 k = np.asarray(kept[d0:d1])
                 d = np.asarray(dup[d0:d1])
                 gone = np.flatnonzero(~k)
-                of = pa.array([None] * (d1 - d0), pa.string()) if not gone.size else None
-                if of is None:
-                    names = gather_ids(self.ctx, d[gone]).cast(pa.string())
-                    slot = np.full(d1 - d0, -1, np.int64)
-                    slot[gone] = np.arange(gone.size)
-                    of = names.take(pa.array(slot, mask=slot < 0))
-                rg.add(pa.table({"id": ids,
-                                 "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
-                                 "kept": pa.array(k, pa.bool_()),
-                                 "duplicate_of": of,
-                                 "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(),
-                                                        mask=k)},
-                                schema=schema))
-                del ids, of
+                slot = np.full(d1 - d0, -1, np.int64)
+                slot[gone] = np.arange(gone.size)
+                mask = pa.array(slot, mask=slot < 0)
+                cols = {"id": ids,
+                        "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
+                        "kept": pa.array(k, pa.bool_()),
+                        "duplicate_of": self._names(d[gone]).take(mask),
+                        "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(), mask=k)}
+                if self.context is not None:
+                    cols["duplicate_of_index"] = self.context.index_names(d[gone]).take(mask)
+                rg.add(pa.table(cols, schema=schema))
+                del ids, cols
             rg.close()
         del cluster, dup, dsim
         tick()
@@ -739,19 +802,22 @@ class Runner:
             for s in range(0, pa_.shape[0], ROW_GROUP):
                 a = np.asarray(pa_[s:s + ROW_GROUP])
                 b = np.asarray(pb_[s:s + ROW_GROUP])
-                rg.add(pa.table({"id_a": gather_ids(self.ctx, a).cast(pa.string()),
-                                 "id_b": gather_ids(self.ctx, b).cast(pa.string()),
-                                 "similarity": pa.array(np.asarray(ps_[s:s + ROW_GROUP]),
-                                                        pa.float64())}, schema=schema))
+                sims = np.asarray(ps_[s:s + ROW_GROUP])
+                if self.C:                   # pairs with an output document (a < b)
+                    out = b >= self.C
+                    a, b, sims = a[out], b[out], sims[out]
+                rg.add(pa.table({"id_a": self._names(a), "id_b": self._names(b),
+                                 "similarity": pa.array(sims, pa.float64())}, schema=schema))
             rg.close()
         del pa_, pb_, ps_
         tick()
         release_memory()
         data_dir = os.path.join(folder, "data")
         os.makedirs(data_dir)
-        names = output_names(self.shard_paths)
-        for fi in range(len(self.shard_paths)):
-            out = os.path.join(data_dir, names[fi])
+        first = 1 if self.C else 0
+        names = output_names(self.shard_paths[first:])
+        for fi in range(first, len(self.shard_paths)):
+            out = os.path.join(data_dir, names[fi - first])
             os.makedirs(os.path.dirname(out), exist_ok=True)
             self._write_data(fi, out, kept)
             tick()
@@ -775,14 +841,16 @@ class Runner:
     def shards(self) -> list[dict]:
         """Per input shard: path, format, compression, documents, output name,
         replaced UTF-8 and skipped records."""
-        names = output_names(self.shard_paths)
+        first = 1 if self.C else 0       # the context is no input
+        names = output_names(self.shard_paths[first:])
         out = []
-        for fi, path in enumerate(self.shard_paths):
+        for fi in range(first, len(self.shard_paths)):
+            path = self.shard_paths[fi]
             cs = [c for c in self.chunks if c["file"] == fi]
             out.append({"path": path, "format": cs[0]["fmt"],
                         "compression": cs[0]["compression"],
                         "documents": sum(c["n"] for c in cs),
-                        "output": "data/" + names[fi],
+                        "output": "data/" + names[fi - first],
                         "invalid_utf8": sum(c["invalid_utf8"] for c in cs),
                         "skipped": [f"{location(cs[0], loc)}: {why}"
                                     for c in cs for loc, why in c["skipped"]]})

@@ -1,0 +1,208 @@
+"""Deduplicate against what you already have: a persistent index.
+
+* :func:`build` runs the usual deduplication over its inputs and keeps what
+  it kept in a new index (:mod:`gpu_dedup.index.store`).
+* :func:`add` runs its inputs against the index (:func:`context_for`) and
+  appends what survives: deduplicated against the index and within itself.
+* ``pipeline.run(..., against=[DIR])`` deduplicates a corpus against indexes:
+  the indexed documents that share a band key with it are read back and put
+  before it, kept already (``greedy_select(fixed=...)``), so the result
+  equals one run over the indexed corpus followed by the input, restricted
+  to the input's documents.
+
+Every step is the engine's own run; the index adds only the band keys it
+stores, computed by the same stage functions.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..config import Config
+from ..errors import ConfigError
+from .store import SIMILARITY_FIELDS, Index, BadIndex
+
+__all__ = ["Index", "BadIndex", "SIMILARITY_FIELDS", "add", "build", "check_mode",
+           "context_for", "info", "keys_of"]
+
+#: Separates the index number from an indexed id in the run's own ids.
+_SEP = "\x1f"
+
+
+def check_mode(cfg: Config, what: str) -> None:
+    """An index holds documents kept in input order by the greedy rule."""
+    if cfg.keep != "first":
+        raise ConfigError(f"{what} keeps documents in input order: --keep {cfg.keep} cannot "
+                          f"be used with an index")
+    if cfg.cluster != "greedy":
+        raise ConfigError(f"{what} uses the greedy selection: --cluster {cfg.cluster} cannot "
+                          f"be used with an index")
+
+
+def keys_of(texts: pa.Array, cfg: Config, backend=None) -> tuple[np.ndarray, np.ndarray]:
+    """Band keys of ``texts`` as a run computes them: ``(keys, docs)``, the
+    ``M x B`` keys of the documents ``docs`` that have shingles."""
+    from ..backend import CpuBackend
+    from ..engine.tasks import host
+    from ..kernels.cpu import has_shingles
+    from ..stages.normalize import normalize_text, text_buffers
+    from ..stages.signatures import signatures
+    be = backend or CpuBackend()
+    cfg = cfg.resolved()
+    norm = normalize_text(texts, cfg.normalize)
+    off, data = text_buffers(norm)
+    docs = np.flatnonzero(has_shingles(off, data, cfg.shingle == "word")).astype(np.int64)
+    if not docs.size:
+        return np.zeros((0, cfg.bands), np.uint64), docs
+    sig, _ = signatures(be, off, data, docs, cfg)
+    return np.asarray(host(be, be.band_keys(sig, cfg.bands, cfg.rows)), np.uint64), docs
+
+
+def read_corpus(paths: list[str], text_field: str, on_bad_record: str) -> pa.Array:
+    """The texts of the inputs, in order, as a run reads them."""
+    from ..io.sources import group_inputs, read_shard
+    parts = [read_shard(p, text_field, None, on_bad_record, files=files).texts
+             for p, files in group_inputs(paths)]
+    parts = [x.cast(pa.large_string()) for x in parts]
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
+
+
+def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str, *,
+                text_field: str = "text", id_field: str | None = "id",
+                on_bad_record: str = "error", backend=None):
+    """The indexed documents a run over ``paths`` must see: ``(path, Context,
+    report)``. ``path`` is a Parquet file written in ``folder`` (None when no
+    indexed document shares a band key with the inputs), to be the run's
+    first input."""
+    from ..engine.runner import Context
+    keys, _ = keys_of(read_corpus(paths, text_field, on_bad_record), cfg, backend)
+    ids, texts, which, report = [], [], [], []
+    for k, idx in enumerate(indexes):
+        ords, read = idx.lookup(keys)
+        t = idx.fetch(ords)
+        ids.append(t.column("id").combine_chunks())
+        texts.append(t.column("text").combine_chunks())
+        which.append(np.full(t.num_rows, k, np.int64))
+        report.append({"index": idx.path, "indexed": idx.docs, "matched": int(t.num_rows),
+                       "key_files_read": read["files"], "key_files": read["of_files"]})
+    n = sum(len(x) for x in ids)
+    ctx = Context(n, pa.concat_arrays(ids) if ids else pa.array([], pa.string()),
+                  np.concatenate(which) if which else np.zeros(0, np.int64),
+                  [idx.path for idx in indexes])
+    if not n:
+        return None, ctx, report
+    # the run's own ids of the indexed documents: unique whatever the inputs' ids
+    own = [f"{_SEP}{k}{_SEP}{i}" for k, i in zip(ctx.index.tolist(),
+                                                 ctx.ids.to_pylist())]
+    cols = {text_field: pa.concat_arrays(texts)}
+    if id_field is not None:
+        cols[id_field] = pa.array(own, pa.string())
+    path = os.path.join(folder, "indexed.parquet")
+    pq.write_table(pa.table(cols), path)
+    return path, ctx, report
+
+
+def _staging(near: str) -> str:
+    parent = os.path.dirname(os.path.abspath(near))
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=".gpu-dedup-index-", dir=parent)
+
+
+#: Documents whose keys and windows are computed at a time while ingesting.
+INGEST_BATCH = 1 << 18
+
+
+def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,
+            inputs: list[str], backend=None) -> dict | None:
+    """Append the kept documents of the finished run in ``out`` (its
+    clusters.parquet for the ids, its data/ for the original texts), batch by
+    batch; None when it kept nothing."""
+    from ..io.sources import read_shard
+    from .windows import window_keys
+    cl = pq.read_table(os.path.join(out, "clusters.parquet"), columns=["id", "kept"])
+    kept = cl.column("kept").to_numpy(zero_copy_only=False).astype(bool)
+    ids = cl.column("id").combine_chunks().filter(pa.array(kept))
+    del cl
+    part = idx.part_writer([os.path.abspath(p) for p in inputs])
+    try:
+        done = 0
+        for sh in report["inputs"]:
+            texts = read_shard(os.path.join(out, sh["output"]), text_field, None).texts
+            for s in range(0, len(texts), INGEST_BATCH):
+                t = texts.slice(s, INGEST_BATCH).cast(pa.large_string())
+                if done + len(t) > len(ids):
+                    raise BadIndex(f"{out}: more kept records read back than kept ids")
+                keys, docs = keys_of(t, cfg, backend)
+                w_keys, w_docs = window_keys(t, cfg, backend)
+                part.add(ids.slice(done, len(t)), pa.array([sh["path"]] * len(t), pa.string()),
+                         t, keys, docs, w_keys, w_docs)
+                done += len(t)
+        if done != len(ids):
+            raise BadIndex(f"{out}: {done:,} kept records read back for {len(ids):,} kept ids")
+        return part.commit()
+    except BaseException:
+        part.abort()
+        raise
+
+
+def build(inputs, index: str, config: Config | None = None, *, text_field: str = "text",
+          id_field: str | None = "id", **run_kw) -> dict:
+    """A new index of the documents a run over ``inputs`` keeps.
+
+    Returns the run's report, with ``index`` (:meth:`Index.info`).
+    """
+    from .. import pipeline
+    cfg = (config or Config()).resolved()
+    check_mode(cfg, "an index")
+    if os.path.exists(index) and (not os.path.isdir(index) or os.listdir(index)):
+        raise BadIndex(f"{index}: already exists and is not an empty folder; choose a new "
+                          f"folder, or add to an index with `gpu-dedup index add`")
+    tmp = _staging(index)
+    try:
+        out = os.path.join(tmp, "run")
+        report = pipeline.run(inputs, out, cfg, text_field=text_field, id_field=id_field,
+                              html=False, **run_kw)
+        # built whole beside its place, then moved there in one rename
+        staged = os.path.join(tmp, "index")
+        idx = Index.create(staged, cfg)
+        _ingest(idx, out, report, cfg, text_field, [str(x) for x in inputs],
+                run_kw.get("backend"))
+        os.rename(staged, index)
+        report["index"] = Index(index).info()
+        return report
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def add(inputs, index: str, *, text_field: str = "text", id_field: str | None = "id",
+        **run_kw) -> dict:
+    """Append the documents of ``inputs`` that survive a run against the
+    index (and within themselves); adding the same input again adds nothing.
+
+    Returns the run's report, with ``index`` and ``added``.
+    """
+    from .. import pipeline
+    idx = Index(index)
+    cfg = idx.config()
+    tmp = _staging(index)
+    try:
+        out = os.path.join(tmp, "run")
+        report = pipeline.run(inputs, out, cfg, text_field=text_field, id_field=id_field,
+                              html=False, against=[index], **run_kw)
+        part = _ingest(Index(index), out, report, cfg, text_field, [str(x) for x in inputs],
+                       run_kw.get("backend"))
+        report["added"] = 0 if part is None else part["docs"]
+        report["index"] = Index(index).info()
+        return report
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def info(index: str) -> dict:
+    """What the index holds: documents, parts, options."""
+    return Index(index).info()

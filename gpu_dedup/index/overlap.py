@@ -1,0 +1,187 @@
+"""Train/test contamination: every item of an evaluation set against an index.
+
+Candidates come from two lookups: the items' band keys against the indexed
+documents' (near-duplicates), and the band keys of the items' windows
+against the indexed windows (passages cut from inside longer documents; see
+:mod:`gpu_dedup.index.windows`). Each candidate is verified on the shingle
+sets of the normalized texts: Jaccard ``|E ∩ D| / |E ∪ D|`` and containment
+``|E ∩ D| / |E|``. An item is flagged ``near-duplicate`` when its best
+Jaccard reaches the threshold, else ``contained`` when its best containment
+does. Outputs: ``overlap.parquet`` (``id``, ``match_id``, ``similarity``,
+``jaccard``, ``containment``, ``flagged``, ``kind``), ``report.json`` and
+``report.html`` (the flagged items beside their matches).
+"""
+from __future__ import annotations
+
+import html
+import json
+import os
+import time
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .store import Index
+from .windows import QUERY_STRIDE, window_keys
+
+#: Candidates kept per item at most (the most often matched first).
+MAX_CANDIDATES = 256
+
+
+def _read(paths, text_field, id_field, on_bad_record):
+    from ..io.sources import group_inputs, read_shard
+    texts, ids = [], []
+    for p, files in group_inputs(paths):
+        sh = read_shard(p, text_field, id_field, on_bad_record, files=files)
+        texts.append(sh.texts.cast(pa.large_string()))
+        if sh.ids is not None:
+            ids.append(sh.ids.cast(pa.string()))
+        else:
+            ids.append(pa.array([f"{p}:{int(x)}" for x in np.asarray(sh.locations)],
+                                pa.string()))
+    return (pa.concat_arrays(texts) if texts else pa.array([], pa.large_string()),
+            pa.concat_arrays(ids) if ids else pa.array([], pa.string()))
+
+
+def _candidates(q: np.ndarray, o: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct ``(item, ordinal)`` pairs, at most MAX_CANDIDATES per item
+    (those matched by the most keys)."""
+    if not q.size:
+        return q, o
+    pair = (q.astype(np.int64) << 40) | o.astype(np.int64)
+    u, hits = np.unique(pair, return_counts=True)
+    qi, oi = u >> 40, u & ((1 << 40) - 1)
+    order = np.lexsort((oi, -hits, qi))
+    qi, oi = qi[order], oi[order]
+    first = np.searchsorted(qi, qi, "left")
+    keep = (np.arange(qi.size) - first) < MAX_CANDIDATES
+    return qi[keep], oi[keep]
+
+
+def overlap(inputs, index: str, output: str, *, threshold: float | None = None,
+            text_field: str = "text", id_field: str | None = "id",
+            on_bad_record: str = "error", overwrite: bool = False, backend=None) -> dict:
+    """Write the contamination report of ``inputs`` against ``index`` into
+    ``output``; returns report.json's content."""
+    from ..errors import ConfigError
+    from ..io.sources import expand_inputs
+    from ..kernels.cpu import shingle_sets
+    from ..output import OutputDir
+    from ..stages.normalize import normalize_text, text_buffers
+    from . import keys_of
+    t0 = time.perf_counter()
+    idx = Index(index)
+    cfg = idx.config()
+    t = float(cfg.threshold if threshold is None else threshold)
+    if not 0.0 < t <= 1.0:
+        raise ConfigError(f"--threshold must be in (0, 1], got {t}")
+    paths = expand_inputs(inputs)
+    out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite)
+    out.check()
+    texts, ids = _read(paths, text_field, id_field, on_bad_record)
+    n = len(texts)
+    keys, kd = keys_of(texts, cfg, backend)
+    q1, o1, r1 = idx.lookup_pairs(keys, kd)
+    wk, wd = window_keys(texts, cfg, backend, stride=QUERY_STRIDE)
+    q2, o2, r2 = idx.lookup_pairs(wk, wd, windows=True)
+    qi, oi = _candidates(np.concatenate([q1, q2]), np.concatenate([o1, o2]), n)
+    ords = np.unique(oi)
+    found = idx.fetch(ords)
+    # shingle sets of the items, then of the candidates, over normalized text
+    both = pa.concat_arrays([texts, found.column("text").combine_chunks().cast(pa.large_string())])
+    norm = normalize_text(both, cfg.normalize)
+    off, data = text_buffers(norm)
+    so, sv = shingle_sets(off, data, np.arange(len(both), dtype=np.int64),
+                          cfg.shingle == "word", cfg.ngram)
+    size = np.diff(so)
+    ia = qi.astype(np.int64)
+    ib = n + np.searchsorted(ords, oi).astype(np.int64)
+    from ..kernels.cpu import jaccard_edges
+    jac = jaccard_edges(so, sv, ia, ib) if ia.size else np.zeros(0)
+    inter = np.rint(jac * (size[ia] + size[ib]) / (1.0 + jac))
+    cont = np.where(size[ia] > 0, inter / np.maximum(size[ia], 1), 0.0)
+    # the best match of each item: a near-duplicate first, else the most contained
+    near = jac >= t
+    score = np.where(near, 2.0 + jac, np.where(cont >= t, 1.0 + cont, jac))
+    best = np.full(n, -1, np.int64)
+    if ia.size:
+        order = np.lexsort((oi, -score, ia))
+        head = np.ones(order.size, bool)
+        head[1:] = ia[order][1:] != ia[order][:-1]
+        best[ia[order[head]]] = order[head]
+    has = best >= 0
+    b = best[has]
+    j_best = np.full(n, np.nan)
+    c_best = np.full(n, np.nan)
+    j_best[has], c_best[has] = jac[b], cont[b]
+    kind = np.full(n, None, dtype=object)
+    is_near = has & (j_best >= t)
+    is_cont = has & ~is_near & (c_best >= t)
+    kind[is_near] = "near-duplicate"
+    kind[is_cont] = "contained"
+    flagged = is_near | is_cont
+    sim = np.where(is_cont, c_best, j_best)
+    match_pos = np.full(n, -1, np.int64)
+    match_pos[has] = np.searchsorted(ords, oi[b])
+    mslot = pa.array(match_pos, mask=match_pos < 0)
+    match_id = found.column("id").combine_chunks().take(mslot)
+    table = pa.table({"id": ids, "match_id": match_id,
+                      "similarity": pa.array(sim, pa.float64(), mask=~has),
+                      "jaccard": pa.array(j_best, pa.float64(), mask=~has),
+                      "containment": pa.array(c_best, pa.float64(), mask=~has),
+                      "flagged": pa.array(flagged, pa.bool_()),
+                      "kind": pa.array(kind, pa.string())})
+    summary = {"items": n, "flagged": int(flagged.sum()), "near_duplicate": int(is_near.sum()),
+               "contained": int(is_cont.sum()), "threshold": t,
+               "flagged_share": float(flagged.mean()) if n else 0.0}
+    report = {"summary": summary, "index": idx.info(),
+              "lookups": {"documents": r1, "windows": r2, "candidates": int(ia.size)},
+              "inputs": paths, "seconds": time.perf_counter() - t0,
+              "outputs": {"overlap": "overlap.parquet", "report": "report.json",
+                          "report_html": "report.html"}}
+    with out:
+        folder = out.staging()
+        pq.write_table(table, os.path.join(folder, "overlap.parquet"))
+        with open(os.path.join(folder, "report.json"), "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+        _html(os.path.join(folder, "report.html"), report, table, texts, found, match_pos)
+        out.publish()
+    return report
+
+
+def _html(path: str, report: dict, table: pa.Table, texts, found, match_pos) -> None:
+    s = report["summary"]
+    flagged = np.flatnonzero(table.column("flagged").to_numpy(zero_copy_only=False))
+    rows = []
+    ids = table.column("id")
+    mids = table.column("match_id")
+    sims = table.column("similarity")
+    kinds = table.column("kind")
+    ftext = found.column("text")
+
+    def cut(x: str) -> str:
+        return html.escape(x if len(x) <= 400 else x[:400] + " …")
+    for i in flagged[:2000].tolist():
+        rows.append(f"<tr><td>{html.escape(str(ids[i]))}</td><td>{kinds[i]}</td>"
+                    f"<td>{sims[i].as_py():.3f}</td><td>{html.escape(str(mids[i]))}</td>"
+                    f"<td><pre>{cut(texts[i].as_py())}</pre></td>"
+                    f"<td><pre>{cut(ftext[int(match_pos[i])].as_py())}</pre></td></tr>")
+    more = (f"<p>{len(flagged) - 2000:,} more flagged items are in overlap.parquet.</p>"
+            if len(flagged) > 2000 else "")
+    doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>gpu-dedup overlap</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
+td,th{{border:1px solid #ccc;padding:4px;vertical-align:top}}pre{{white-space:pre-wrap;
+max-width:40em;margin:0}}</style></head><body>
+<h1>Contamination report</h1>
+<p>{s['items']:,} evaluation items against the index {html.escape(report['index']['index'])}
+({report['index']['docs']:,} documents): <b>{s['flagged']:,} flagged</b>
+({s['near_duplicate']:,} near-duplicates, {s['contained']:,} contained in a longer
+document) at threshold {s['threshold']:g}.</p>
+<table><tr><th>item</th><th>kind</th><th>similarity</th><th>training match</th>
+<th>item text</th><th>match text</th></tr>
+{''.join(rows)}</table>{more}</body></html>
+"""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)
