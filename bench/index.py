@@ -69,9 +69,14 @@ def _kept(out: str) -> dict:
     return {r["id"]: (r["kept"], r["duplicate_of"]) for r in t.to_pylist()}
 
 
+def _texts(path: str) -> list[str]:
+    t = corpora.read_texts(path)
+    return t.to_pylist() if hasattr(t, "to_pylist") else list(t)
+
+
 def incremental(tmp: str) -> None:
     spec = corpora.debian_entries()
-    texts = corpora.read_texts(spec.path)
+    texts = _texts(spec.path)
     rows = [(f"d{i}", t) for i, t in enumerate(texts)]
     random.Random(0).shuffle(rows)
     half = len(rows) // 2
@@ -129,7 +134,7 @@ def _docstrings() -> list[str]:
 def contamination(tmp: str) -> None:
     import pyarrow.parquet as pq
     spec = corpora.debian_entries()
-    train = list(dict.fromkeys(corpora.read_texts(spec.path)))
+    train = list(dict.fromkeys(_texts(spec.path)))
     rng = random.Random(2)
     words = [t.split() for t in train]
     items = []
@@ -176,12 +181,18 @@ def contamination(tmp: str) -> None:
     say()
 
 
-def scale(tmp: str, docs: int, query_docs: int, budget: str) -> None:
+def scale(tmp: str, docs: int, query_docs: int, budget: str, shards: int) -> None:
     import generate
-    src = os.path.join(tmp, f"gen_{docs}.jsonl")
-    generate.main(["--docs", str(docs), "--out", src, "--seed", "0"])
+    folder = os.path.join(tmp, "scale")
+    os.makedirs(folder)
+    per = -(-docs // shards)
+    for k in range(shards):
+        generate.main(["--docs", str(min(per, docs - k * per)), "--out",
+                       os.path.join(folder, f"part-{k:03d}.jsonl"), "--seed", str(k),
+                       "--quiet"])
+    src = os.path.join(folder, "part-000.jsonl")
     qsrc = os.path.join(tmp, f"gen_q_{query_docs}.jsonl")
-    generate.main(["--docs", str(query_docs), "--out", qsrc, "--seed", "1"])
+    generate.main(["--docs", str(query_docs), "--out", qsrc, "--seed", "9999", "--quiet"])
     # half of the query: edited copies of indexed documents
     with open(src, encoding="utf-8") as f:
         base = [json.loads(next(f))["text"] for _ in range(query_docs // 2)]
@@ -197,7 +208,7 @@ def scale(tmp: str, docs: int, query_docs: int, budget: str) -> None:
                 break
             out.write(json.dumps({"id": f"new{i}", "text": json.loads(line)["text"]}) + "\n")
     idx = os.path.join(tmp, "sidx")
-    r_build = gd("index", "build", src, "--index", idx, "-q", "--memory-limit", budget)
+    r_build = gd("index", "build", folder, "--index", idx, "-q", "--memory-limit", budget)
     r_query = gd("run", q, "-o", os.path.join(tmp, "sq"), "--against", idx, "-q", "--no-html",
                  "--memory-limit", budget)
     with open(os.path.join(tmp, "sq", "report.json")) as f:
@@ -205,7 +216,7 @@ def scale(tmp: str, docs: int, query_docs: int, budget: str) -> None:
     a = rep["against"][0]
     size = sum(os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(idx) for n in ns)
     say(f"**Scale**: an index of {docs:,} generated documents (`bench/generate.py`, about "
-        f"500 bytes each), `--memory-limit {budget}`:")
+        f"500 bytes each, {shards} shards), `--memory-limit {budget}`:")
     say()
     say("| step | seconds | peak RSS | detail |")
     say("|---|---|---|---|")
@@ -213,8 +224,10 @@ def scale(tmp: str, docs: int, query_docs: int, budget: str) -> None:
         f"{a['indexed']:,} documents kept and indexed, {size / 2 ** 30:.2f} GiB on disk |")
     say(f"| `run --against` ({query_docs:,} documents, half edited copies) | "
         f"{r_query['seconds']:.1f} | {fmt_bytes(r_query['peak_rss'])} | read "
-        f"{a['matched']:,} indexed documents and {a['key_files_read']:,} of "
-        f"{a['key_files']:,} key files; removed {rep['documents']['removed']:,} |")
+        f"{a['matched']:,} indexed documents; opened {a['key_files_read']:,} of "
+        f"{a['key_files']:,} key files (memory-mapped, binary-searched: "
+        f"{a['key_entries_matched']:,} entries matched); removed "
+        f"{rep['documents']['removed']:,} |")
     say()
 
 
@@ -223,18 +236,18 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-docs", type=int, default=1_000_000)
     ap.add_argument("--query-docs", type=int, default=100_000)
     ap.add_argument("--memory-limit", default="4GiB")
+    ap.add_argument("--scale-shards", type=int, default=4, help="input shards of the scale corpus")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--no-save", action="store_true")
     a = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="gpu-dedup-index-bench-")
     try:
-        say(f"Measured {results.machine()['date']}; machine: "
-            f"{results.machine_line(results.machine())}.")
+        say(f"Machine: {results.machine_line(results.machine())}.")
         say()
         incremental(tmp)
         contamination(tmp)
         if not a.skip_scale:
-            scale(tmp, a.scale_docs, a.query_docs, a.memory_limit)
+            scale(tmp, a.scale_docs, a.query_docs, a.memory_limit, a.scale_shards)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     if not a.no_save:

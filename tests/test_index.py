@@ -301,3 +301,31 @@ def test_kill_during_build_leaves_no_index_or_a_whole_one(tmp_path):
     # the input folder holds the input and, at most, an index: nothing half-written
     left = {n for n in os.listdir(tmp_path) if not n.startswith(".gpu-dedup-index-")}
     assert left <= {"a.jsonl", "idx"}
+
+
+def test_kill_during_a_query_leaves_no_output_and_the_index_as_it_was(tmp_path):
+    texts = [f"line {i}: {' '.join(str(i * j % 89) for j in range(14))}" for i in range(3000)]
+    a = _write(str(tmp_path / "a.jsonl"), texts[:1500], "a")
+    b = _write(str(tmp_path / "b.jsonl"), texts[1000:], "b")
+    idx = str(tmp_path / "idx")
+    assert _cli("index", "build", a, "--index", idx, "-q").returncode == 0
+    snapshot = {n: os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(idx)
+                for n in ns}
+    ref = str(tmp_path / "ref")
+    assert _cli("run", b, "-o", ref, "--against", idx, "-q").returncode == 0
+    out = str(tmp_path / "out")
+    for delay in (0.5, 1.2):
+        proc = subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "run", b, "-o", out,
+                                 "--against", idx, "-q"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        assert not os.path.exists(out) or os.path.exists(os.path.join(out, "report.json"))
+    after = {n: os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(idx) for n in ns}
+    assert after == snapshot                    # a query never writes the index
+    p = _cli("run", b, "-o", out, "--against", idx, "-q", "--overwrite")
+    assert p.returncode == 0, p.stderr
+    assert _clusters(out).equals(_clusters(ref))
+    kept = _clusters(out)["kept"].to_numpy(zero_copy_only=False)
+    assert not kept[:500].any() and kept[500:].sum() > 1000   # its first 500 are indexed

@@ -89,7 +89,8 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
         texts.append(t.column("text").combine_chunks())
         which.append(np.full(t.num_rows, k, np.int64))
         report.append({"index": idx.path, "indexed": idx.docs, "matched": int(t.num_rows),
-                       "key_files_read": read["files"], "key_files": read["of_files"]})
+                       "key_files_read": read["files"], "key_files": read["of_files"],
+                       "key_entries_matched": read["matched"]})
     n = sum(len(x) for x in ids)
     ctx = Context(n, pa.concat_arrays(ids) if ids else pa.array([], pa.string()),
                   np.concatenate(which) if which else np.zeros(0, np.int64),
@@ -114,7 +115,7 @@ def _staging(near: str) -> str:
 
 
 #: Documents whose keys and windows are computed at a time while ingesting.
-INGEST_BATCH = 1 << 18
+INGEST_BATCH = 1 << 16
 
 
 def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,

@@ -211,7 +211,7 @@ class Index:
         keys = np.asarray(keys, dtype=np.uint64)
         rows = np.arange(keys.shape[0], dtype=np.int64) if rows is None else np.asarray(rows)
         got_r, got_o = [], []
-        read = {"files": 0, "of_files": 0, "entries": 0}
+        read = {"files": 0, "of_files": 0, "matched": 0}
         sub = "wkeys" if windows else "keys"
         for p in self.parts:
             bits = int(p["wbits" if windows else "bits"])
@@ -225,16 +225,16 @@ class Index:
                     path = os.path.join(self.path, p["name"], sub, f"b{j:03d}-r{r:03d}.arrow")
                     if not os.path.exists(path):
                         continue            # no key of the part falls in this range
-                    t = _read_arrow(path)
+                    t = _read_arrow(path)          # memory-mapped: searches touch pages
                     k = t.column("key").to_numpy()
                     read["files"] += 1
-                    read["entries"] += int(k.size)
                     mine = np.flatnonzero(rng == r)
                     lo = np.searchsorted(k, q[mine], "left")
                     cnt = np.searchsorted(k, q[mine], "right") - lo
                     if not cnt.any():
                         continue
                     at = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt) + np.arange(int(cnt.sum()))
+                    read["matched"] += int(at.size)
                     got_r.append(np.repeat(rows[mine], cnt))
                     got_o.append(t.column("ordinal").to_numpy()[at])
         if not got_r:

@@ -58,7 +58,9 @@ def cut(texts: pa.Array, stride: int, width: int = WIDTH) -> tuple[pa.Array, np.
     b1 = np.where(last, o[pos + 1], starts[e])
     size = b1 - b0
     w_off = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-    gather = np.repeat(b0 - w_off[:-1], size) + np.arange(int(w_off[-1]), dtype=np.int64)
+    idx = np.int64 if w_off[-1] >= 2 ** 31 or buf.size >= 2 ** 31 else np.int32
+    gather = (np.repeat((b0 - w_off[:-1]).astype(idx), size)
+              + np.arange(int(w_off[-1]), dtype=idx))
     windows = pa.LargeStringArray.from_buffers(int(doc.size), pa.py_buffer(w_off),
                                                pa.py_buffer(np.ascontiguousarray(buf[gather])))
     return windows, doc
