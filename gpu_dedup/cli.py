@@ -583,6 +583,53 @@ def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrit
 
 
 @main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True,
+              help="Output directory: spans.parquet, documents.parquet, data/, report.json "
+                   "and report.html.")
+@click.option("--unit", default="word", show_default=True,
+              help="Units: word (runs of non-whitespace) or char (code points).")
+@click.option("--min-length", "-L", type=int, default=50, show_default=True,
+              help="A repeated passage is a run of at least this many units.")
+@click.option("--keep", default="first", show_default=True,
+              help="first: remove every occurrence but the first; none: remove every "
+                   "occurrence of a repeated passage.")
+@click.option("--min-doc-length", type=int, default=0, show_default=True,
+              help="Drop a document left with fewer units than this.")
+@click.option("--normalize", default="none", show_default=True,
+              help="Steps applied to each unit before comparing (nfkc, lower, punct, digits); "
+                   "offsets stay those of the original text.")
+@click.option("--text-field", default="text", show_default=True, help="Field holding the text.")
+@click.option("--id-field", default="id", show_default=True,
+              help="Field holding a unique id ('none' to generate FILE:LINE ids).")
+@click.option("--on-bad-record", type=click.Choice(["error", "skip"]), default="error",
+              show_default=True, help="Stop at a malformed record, or skip and count it.")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, text_field,
+           id_field, on_bad_record, overwrite, quiet, as_json):
+    """Exact-substring deduplication: cut every repeated passage of at least
+    --min-length units out of the documents of INPUTS (all occurrences but the
+    first, or all), after Lee et al. (2021)."""
+    from .config import parse_normalize
+    from .substr import run as run_substr
+    report = run_substr(inputs, output, unit=unit, min_length=min_length, keep=keep,
+                        min_doc_length=min_doc_length, normalize=parse_normalize(normalize),
+                        text_field=text_field,
+                        id_field=None if id_field.lower() == "none" else id_field,
+                        on_bad_record=on_bad_record, overwrite=overwrite)
+    if as_json:
+        click.echo(json.dumps({k: report[k] for k in ("documents", "units", "bytes", "spans")}))
+    elif not quiet:
+        d, u = report["documents"], report["units"]
+        click.echo(f"{d['in']:,} documents: removed {u['removed']:,} of {u['total']:,} "
+                   f"{u['unit']}s ({100 * u['removed_share']:.2f}%) in "
+                   f"{report['spans']['count']:,} spans; dropped {d['dropped']:,}")
+        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
+
+
+@main.command(context_settings=CONTEXT)
 def doctor():
     """Report what the GPU backend finds, then run the GPU and CPU kernels on a
     small generated corpus and compare every output bit for bit. Exits 0 only

@@ -1,0 +1,168 @@
+"""Kernels of exact-substring deduplication (Numba ``@njit``).
+
+Units are cut from Arrow's string buffers (``offsets``, ``data``); windows
+of ``L`` units are hashed from the units' integer ids (exact identities,
+see ``gpu_dedup.substr``) by a polynomial rolling hash, and windows with
+equal hashes are then compared unit by unit, so a hash collision never
+merges two different windows.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from .hashing import U64, fmix64, is_space, utf8_decode
+
+#: Base of the rolling hash (odd, so multiplication is a bijection mod 2**64).
+BASE = U64(0x100000001B3)
+
+
+@njit(cache=True)
+def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
+    """Write the units of ``data[start:end]`` from position ``o`` of the
+    outputs (byte and code-point bounds; code points from the document's
+    start); returns how many (with ``o < 0``: only count them)."""
+    count = 0
+    p = start
+    cp = 0
+    in_tok = False
+    tb = 0
+    tc = 0
+    while p < end:
+        q = p
+        c, p = utf8_decode(data, p, end)
+        if not word_mode:
+            if o >= 0:
+                out_b0[o + count] = q
+                out_b1[o + count] = p
+                out_c0[o + count] = cp
+                out_c1[o + count] = cp + 1
+            count += 1
+        elif is_space(c):
+            if in_tok:
+                if o >= 0:
+                    out_b0[o + count] = tb
+                    out_b1[o + count] = q
+                    out_c0[o + count] = tc
+                    out_c1[o + count] = cp
+                count += 1
+                in_tok = False
+        elif not in_tok:
+            in_tok = True
+            tb = q
+            tc = cp
+        cp += 1
+    if word_mode and in_tok:
+        if o >= 0:
+            out_b0[o + count] = tb
+            out_b1[o + count] = end
+            out_c0[o + count] = tc
+            out_c1[o + count] = cp
+        count += 1
+    return count
+
+
+@njit(parallel=True, cache=True)
+def units(offsets, data, word_mode):
+    """The units of every document: ``(unit_off, b0, b1, c0, c1)``, the CSR
+    over documents and each unit's byte and code-point bounds (code points
+    counted from its document's start). Words are maximal runs of
+    non-whitespace (Python's ``str.split()``); characters are code points."""
+    n = offsets.shape[0] - 1
+    cnt = np.zeros(n + 1, np.int64)
+    dummy = np.zeros(0, np.int64)
+    for d in prange(n):
+        cnt[d + 1] = _doc_units(data, offsets[d], offsets[d + 1], word_mode, dummy, dummy,
+                                dummy, dummy, -1)
+    off = np.cumsum(cnt)
+    total = off[n]
+    b0 = np.empty(total, np.int64)
+    b1 = np.empty(total, np.int64)
+    c0 = np.empty(total, np.int64)
+    c1 = np.empty(total, np.int64)
+    for d in prange(n):
+        _doc_units(data, offsets[d], offsets[d + 1], word_mode, b0, b1, c0, c1, off[d])
+    return off, b0, b1, c0, c1
+
+
+@njit(parallel=True, cache=True)
+def window_hashes(ids, unit_off, L):
+    """The rolling hash of every window of ``L`` units inside one document:
+    ``(hashes, start)``, windows in document then position order, ``start``
+    the global index of each window's first unit."""
+    n = unit_off.shape[0] - 1
+    wcnt = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        m = unit_off[d + 1] - unit_off[d]
+        wcnt[d + 1] = m - L + 1 if m >= L else 0
+    woff = np.cumsum(wcnt)
+    h = np.empty(woff[n], np.uint64)
+    start = np.empty(woff[n], np.int64)
+    top = U64(1)
+    for _ in range(L - 1):
+        top = top * BASE
+    for d in prange(n):
+        k = woff[d + 1] - woff[d]
+        if k <= 0:
+            continue
+        u0 = unit_off[d]
+        x = U64(0)
+        for j in range(L):
+            x = x * BASE + fmix64(U64(ids[u0 + j]) + U64(1))
+        w = woff[d]
+        h[w] = x
+        start[w] = u0
+        for i in range(1, k):
+            x = (x - fmix64(U64(ids[u0 + i - 1]) + U64(1)) * top) * BASE \
+                + fmix64(U64(ids[u0 + i + L - 1]) + U64(1))
+            h[w + i] = x
+            start[w + i] = u0 + i
+    return h, start
+
+
+@njit(cache=True)
+def _same(ids, a, b, L):
+    for j in range(L):
+        if ids[a + j] != ids[b + j]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def distinct_windows(h_sorted, order, start, ids, L):
+    """Each window's first occurrence: ``first[w]`` is the smallest window
+    index (document, then position order) whose units equal window ``w``'s,
+    and ``count[w]`` how many windows equal it (valid at first occurrences).
+
+    ``h_sorted = h[order]``, with ``order`` a stable sort of the hashes:
+    windows with one hash come in index order, and each is compared with the
+    distinct windows of that hash seen so far (a collision makes two)."""
+    W = h_sorted.shape[0]
+    first = np.empty(W, np.int64)
+    count = np.zeros(W, np.int64)
+    reps = np.empty(16, np.int64)
+    i = 0
+    while i < W:
+        j = i
+        while j < W and h_sorted[j] == h_sorted[i]:
+            j += 1
+        nr = 0
+        for t in range(i, j):
+            w = order[t]
+            found = -1
+            for r in range(nr):
+                if _same(ids, start[reps[r]], start[w], L):
+                    found = reps[r]
+                    break
+            if found < 0:
+                if nr == reps.shape[0]:
+                    grown = np.empty(2 * nr, np.int64)
+                    grown[:nr] = reps[:nr]
+                    reps = grown
+                reps[nr] = w
+                nr += 1
+                found = w
+            first[w] = found
+            count[found] += 1
+        i = j
+    return first, count
