@@ -295,6 +295,56 @@ def debian_entries(n_docs: int | None = None, data_dir: str | None = None) -> Co
                            f"entries of {CHANGELOG_GLOB}")
 
 
+def stdlib_docstrings(limit: int | None = None) -> list[str]:
+    """Real English text unrelated to licences and changelogs: the paragraphs
+    of 20 words or more of the docstrings of Python's standard library
+    (modules in sorted order), each once."""
+    import importlib
+    import warnings
+    out: list[str] = []
+    skip = {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "typing"}
+    for name in sorted(sys.stdlib_module_names):
+        if name.startswith("_") or name in skip:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                m = importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a module this Python cannot import
+            continue
+        for obj in [m] + [getattr(m, a, None) for a in dir(m)]:
+            d = getattr(obj, "__doc__", None)
+            if isinstance(d, str):
+                out += [p.strip() for p in d.split("\n\n") if len(p.split()) >= 20]
+        if limit is not None and len(set(out)) >= limit:
+            break
+    return list(dict.fromkeys(out))[:limit]
+
+
+def contamination_items(train: list[str], rng, near: int, passages: int, unrelated: list[str],
+                        long_words: int = 200) -> list[tuple[str, str]]:
+    """An evaluation set planted against ``train``: ``(kind, text)`` pairs.
+
+    ``near`` near-copies of training documents of 30 words or more (a word
+    in 40 replaced); ``passages`` runs of 60-90 words cut from inside
+    training documents of ``long_words`` words or more; then ``unrelated``.
+    """
+    words = [t.split() for t in train]
+    items = []
+    for i in rng.sample([i for i, w in enumerate(words) if len(w) >= 30], near):
+        w = list(words[i])
+        for _ in range(max(1, len(w) // 40)):
+            w[rng.randrange(len(w))] = rng.choice(["foo", "bar", "baz", "qux"])
+        items.append(("near", " ".join(w)))
+    longs = [i for i, w in enumerate(words) if len(w) >= long_words]
+    for i in rng.sample(longs, min(passages, len(longs))):
+        w = words[i]
+        n = rng.randint(60, 90)
+        s = rng.randint(1, len(w) - n - 1)
+        items.append(("passage", " ".join(w[s:s + n])))
+    return items + [("unrelated", t) for t in unrelated]
+
+
 def debian_lines() -> list[str]:
     """Distinct non-blank lines (stripped, whitespace folded) of the copyright
     files, at least 12 characters long, in first-seen order."""

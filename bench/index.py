@@ -24,7 +24,6 @@ wall seconds and peak RSS of the process tree).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import random
@@ -40,12 +39,8 @@ import corpora  # noqa: E402
 import results  # noqa: E402
 from run import fmt_bytes, gpu_dedup_command, run_process  # noqa: E402
 
-LINES: list[str] = []
-
-
-def say(line: str = "") -> None:
-    print(line, flush=True)
-    LINES.append(line)
+LINES = results.Lines()
+say = LINES.say
 
 
 def gd(*args, timeout: float = 3600) -> dict:
@@ -114,44 +109,14 @@ def incremental(tmp: str) -> None:
     say()
 
 
-def _docstrings() -> list[str]:
-    out: list[str] = []
-    for name in sorted(sys.stdlib_module_names):
-        if name.startswith("_") or name in ("antigravity", "this", "idlelib", "tkinter",
-                                            "turtle", "turtledemo", "typing"):
-            continue
-        try:
-            m = importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - a module this Python cannot import
-            continue
-        for obj in [m] + [getattr(m, a, None) for a in dir(m)]:
-            d = getattr(obj, "__doc__", None)
-            if isinstance(d, str):
-                out += [p.strip() for p in d.split("\n\n") if len(p.split()) >= 20]
-    return list(dict.fromkeys(out))
-
-
 def contamination(tmp: str) -> None:
     import pyarrow.parquet as pq
     spec = corpora.debian_entries()
     train = list(dict.fromkeys(_texts(spec.path)))
     rng = random.Random(2)
-    words = [t.split() for t in train]
-    items = []
-    for i in rng.sample([i for i, w in enumerate(words) if len(w) >= 30], 500):
-        w = list(words[i])
-        for _ in range(max(1, len(w) // 40)):
-            w[rng.randrange(len(w))] = rng.choice(["foo", "bar", "baz", "qux"])
-        items.append(("near", " ".join(w)))
-    longs = [i for i, w in enumerate(words) if len(w) >= 200]
-    for i in rng.sample(longs, min(500, len(longs))):
-        w = words[i]
-        n = rng.randint(60, 90)
-        s = rng.randint(1, len(w) - n - 1)
-        items.append(("passage", " ".join(w[s:s + n])))
-    doc = _docstrings()
-    for t in rng.sample(doc, min(1000, len(doc))):
-        items.append(("unrelated", t))
+    doc = corpora.stdlib_docstrings()
+    items = corpora.contamination_items(train, rng, 500, 500,
+                                        rng.sample(doc, min(1000, len(doc))))
     tr = _write(os.path.join(tmp, "train.jsonl"), [(f"t{i}", t) for i, t in enumerate(train)])
     ev = _write(os.path.join(tmp, "eval.jsonl"),
                 [(f"{k}-{i}", t) for i, (k, t) in enumerate(items)])
@@ -190,6 +155,9 @@ def scale(tmp: str, docs: int, query_docs: int, budget: str, shards: int) -> Non
         generate.main(["--docs", str(min(per, docs - k * per)), "--out",
                        os.path.join(folder, f"part-{k:03d}.jsonl"), "--seed", str(k),
                        "--quiet"])
+    for name in os.listdir(folder):             # the generator's truth: not an input
+        if name.endswith(".truth.parquet"):
+            os.unlink(os.path.join(folder, name))
     src = os.path.join(folder, "part-000.jsonl")
     qsrc = os.path.join(tmp, f"gen_q_{query_docs}.jsonl")
     generate.main(["--docs", str(query_docs), "--out", qsrc, "--seed", "9999", "--quiet"])
@@ -208,7 +176,9 @@ def scale(tmp: str, docs: int, query_docs: int, budget: str, shards: int) -> Non
                 break
             out.write(json.dumps({"id": f"new{i}", "text": json.loads(line)["text"]}) + "\n")
     idx = os.path.join(tmp, "sidx")
-    r_build = gd("index", "build", folder, "--index", idx, "-q", "--memory-limit", budget)
+    # each shard numbers its documents from 0: ids are generated (FILE:LINE)
+    r_build = gd("index", "build", folder, "--index", idx, "-q", "--memory-limit", budget,
+                 "--id-field", "none")
     r_query = gd("run", q, "-o", os.path.join(tmp, "sq"), "--against", idx, "-q", "--no-html",
                  "--memory-limit", budget)
     with open(os.path.join(tmp, "sq", "report.json")) as f:

@@ -39,13 +39,8 @@ sys.path.insert(0, HERE)
 import corpora  # noqa: E402
 import results  # noqa: E402
 
-LINES: list[str] = []
-
-
-def say(line: str = "") -> None:
-    """Print a line of the section and keep it for RESULTS.md."""
-    print(line, flush=True)
-    LINES.append(line)
+LINES = results.Lines()
+say = LINES.say
 
 ARGS = ["--shingle", "char", "--ngram", "5", "--normalize", "none", "--num-perm", "128",
         "--threshold", "0.8", "--overwrite", "--quiet", "--no-html"]

@@ -105,6 +105,14 @@ def machine_line(m: dict) -> str:
             f"datasketch {v['datasketch']}, rensa {v['rensa']}")
 
 
+class Lines(list):
+    """The lines of a section, printed as they are added."""
+
+    def say(self, line: str = "") -> None:
+        print(line, flush=True)
+        self.append(line)
+
+
 def save(section: str, markdown: str, data: dict) -> None:
     """Store one section and regenerate RESULTS.md."""
     os.makedirs(RESULTS_DIR, exist_ok=True)

@@ -11,7 +11,8 @@ its documentation does. Every tool runs as its own process: gpu_dedup as the
 ``gpu-dedup run`` command (run once untimed first, so Numba's on-disk cache
 is filled), the peers through ``bench/peers.py``. Timings are medians of
 ``--repeat`` rounds, each running every tool once in turn (a tool whose run
-exceeds ``--slow`` seconds runs no more). Accuracy is scored against exact truth (``gpu_dedup.truth``): see
+exceeds ``--slow`` seconds runs no more). Accuracy is scored against exact
+truth (``gpu_dedup.truth``): see
 ``bench/results.py`` for what each column means.
 
 Prints one table per run and saves it as a section of bench/RESULTS.md.

@@ -34,12 +34,8 @@ if HERE not in sys.path:
 import results  # noqa: E402
 from run import fmt_bytes, gpu_dedup_command, run_process  # noqa: E402
 
-LINES: list[str] = []
-
-
-def say(line: str = "") -> None:
-    print(line, flush=True)
-    LINES.append(line)
+LINES = results.Lines()
+say = LINES.say
 
 
 def corpus(max_bytes: int) -> list[str]:

@@ -17,6 +17,14 @@ from .hashing import U64, fmix64, is_space, utf8_decode
 BASE = U64(0x100000001B3)
 
 
+@njit(cache=True, inline="always")
+def _put(out_b0, out_b1, out_c0, out_c1, i, b0, b1, c0, c1):
+    out_b0[i] = b0
+    out_b1[i] = b1
+    out_c0[i] = c0
+    out_c1[i] = c1
+
+
 @njit(cache=True)
 def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
     """Write the units of ``data[start:end]`` from position ``o`` of the
@@ -33,18 +41,12 @@ def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
         c, p = utf8_decode(data, p, end)
         if not word_mode:
             if o >= 0:
-                out_b0[o + count] = q
-                out_b1[o + count] = p
-                out_c0[o + count] = cp
-                out_c1[o + count] = cp + 1
+                _put(out_b0, out_b1, out_c0, out_c1, o + count, q, p, cp, cp + 1)
             count += 1
         elif is_space(c):
             if in_tok:
                 if o >= 0:
-                    out_b0[o + count] = tb
-                    out_b1[o + count] = q
-                    out_c0[o + count] = tc
-                    out_c1[o + count] = cp
+                    _put(out_b0, out_b1, out_c0, out_c1, o + count, tb, q, tc, cp)
                 count += 1
                 in_tok = False
         elif not in_tok:
@@ -54,10 +56,7 @@ def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
         cp += 1
     if word_mode and in_tok:
         if o >= 0:
-            out_b0[o + count] = tb
-            out_b1[o + count] = end
-            out_c0[o + count] = tc
-            out_c1[o + count] = cp
+            _put(out_b0, out_b1, out_c0, out_c1, o + count, tb, end, tc, cp)
         count += 1
     return count
 

@@ -115,48 +115,20 @@ def test_add_is_the_same_as_a_build_of_both_and_adds_nothing_twice(split, tmp_pa
     assert got == want
 
 
-def _eval_set(train: list[str], rng: random.Random, unrelated: list[str]):
-    words = [t.split() for t in train]
-    items = []
-    for i in rng.sample([i for i, w in enumerate(words) if len(w) >= 30], 40):
-        w = list(words[i])
-        for _ in range(max(1, len(w) // 40)):
-            w[rng.randrange(len(w))] = rng.choice(["foo", "bar", "baz"])
-        items.append(("near", " ".join(w)))
-    longs = [i for i, w in enumerate(words) if len(w) >= 150]
-    for i in rng.sample(longs, min(40, len(longs))):
-        w = words[i]
-        n = rng.randint(60, 90)
-        s = rng.randint(1, len(w) - n - 1)
-        items.append(("passage", " ".join(w[s:s + n])))
-    for t in unrelated:
-        items.append(("unrelated", t))
-    return items
-
-
-def _docstrings(limit: int) -> list[str]:
-    """Real English text unrelated to licences: the standard library's docstrings."""
-    import importlib
-    out: list[str] = []
-    for name in ("argparse", "asyncio", "collections", "csv", "datetime", "decimal", "email",
-                 "functools", "heapq", "http.client", "itertools", "json", "logging", "os",
-                 "pathlib", "random", "re", "socket", "statistics", "string", "subprocess",
-                 "tarfile", "threading", "unittest", "urllib.parse", "zipfile"):
-        m = importlib.import_module(name)
-        for obj in [m] + [getattr(m, a, None) for a in dir(m)]:
-            doc = getattr(obj, "__doc__", None)
-            if isinstance(doc, str):
-                out += [p.strip() for p in doc.split("\n\n") if len(p.split()) >= 20]
-    return list(dict.fromkeys(out))[:limit]
+def _bench_corpora():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    import corpora
+    return corpora
 
 
 @needs_debian
 def test_overlap_flags_near_copies_and_passages_not_unrelated_text(tmp_path):
     train = list(dict.fromkeys(_paragraphs(5000)))
     rng = random.Random(3)
-    unrelated = _docstrings(200)
+    corpora = _bench_corpora()
+    unrelated = corpora.stdlib_docstrings(200)
     assert len(unrelated) >= 100
-    items = _eval_set(train, rng, unrelated)
+    items = corpora.contamination_items(train, rng, 40, 40, unrelated, long_words=150)
     assert sum(k == "passage" for k, _ in items) >= 20
     idx = str(tmp_path / "idx")
     ix.build([_write(str(tmp_path / "train.jsonl"), train, "t")], idx, Config())
@@ -183,6 +155,15 @@ def test_overlap_flags_near_copies_and_passages_not_unrelated_text(tmp_path):
             assert r["match_id"].startswith("t") and r["similarity"] >= 0.8
     html = open(os.path.join(out, "report.html"), encoding="utf-8").read()
     assert "contained" in html and json.loads(p.stdout)["flagged"] >= 60
+
+
+def _kill_after(delay: float, *args) -> None:
+    """Start ``gpu-dedup ARGS`` and kill -9 it after ``delay`` seconds."""
+    proc = subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
 
 
 def _cli(*args, cwd=ROOT):
@@ -232,24 +213,28 @@ def test_a_missing_or_corrupt_index_file_is_named(tmp_path):
     assert not os.path.exists(tmp_path / "o")
 
 
-def test_kill_during_add_leaves_the_index_whole(tmp_path):
-    texts = [f"record {i} says {' '.join(str(i * j) for j in range(12))}" for i in range(3000)]
+def _indexed_halves(tmp_path, b_from: int):
+    """An index of 1,500 generated records, and a second input from ``b_from``."""
+    texts = [f"line {i}: {' '.join(str(i * j % 89) for j in range(14))}" for i in range(3000)]
     a = _write(str(tmp_path / "a.jsonl"), texts[:1500], "a")
-    b = _write(str(tmp_path / "b.jsonl"), texts[1500:], "b")
+    b = _write(str(tmp_path / "b.jsonl"), texts[b_from:], "b")
     idx = str(tmp_path / "idx")
     assert _cli("index", "build", a, "--index", idx, "-q").returncode == 0
+    return a, b, idx
+
+
+def test_kill_during_add_leaves_the_index_whole(tmp_path):
+    a, b, idx = _indexed_halves(tmp_path, 1500)
     before = Index(idx).docs
+    p = _cli("run", b, "-o", str(tmp_path / "ref"), "--against", idx, "-q", "--json")
+    new = json.loads(p.stdout)["documents"]["kept"]     # what an add appends
+    assert 0 < new <= 1500
     outcomes = set()
     # kills from start-up to the last steps (an add takes a second or two)
     for delay in (0.3, 0.8, 1.2, 1.6, 2.0, 2.5, 3.2):
-        proc = subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "index", "add", b,
-                                 "--index", idx, "-q"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _kill_after(delay, "index", "add", b, "--index", idx, "-q")
         got = Index(idx)                       # opens: index.json is whole
-        assert got.docs in (before, before + 1500)
+        assert got.docs in (before, before + new)
         outcomes.add(got.docs)
         # what it lists is readable, and a query works
         assert got.fetch(np.arange(got.docs)).num_rows == got.docs
@@ -258,7 +243,7 @@ def test_kill_during_add_leaves_the_index_whole(tmp_path):
     assert before in outcomes                  # at least one add was cut short
     # a finished add after the kills leaves one copy of b
     assert _cli("index", "add", b, "--index", idx, "-q").returncode == 0
-    assert Index(idx).docs == before + 1500
+    assert Index(idx).docs == before + new
     leftovers = [n for n in os.listdir(idx) if n.startswith(".staging-")]
     assert not leftovers
     assert len(Index(idx).parts) == 2
@@ -288,12 +273,7 @@ def test_kill_during_build_leaves_no_index_or_a_whole_one(tmp_path):
     a = _write(str(tmp_path / "a.jsonl"), texts, "a")
     idx = str(tmp_path / "idx")
     for delay in (0.4, 1.0, 1.6):
-        proc = subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "index", "build", a,
-                                 "--index", idx, "-q"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _kill_after(delay, "index", "build", a, "--index", idx, "-q")
         if os.path.exists(idx):
             got = Index(idx)                    # whole, or not there at all
             assert got.docs == got.fetch(np.arange(got.docs)).num_rows > 0
@@ -304,23 +284,14 @@ def test_kill_during_build_leaves_no_index_or_a_whole_one(tmp_path):
 
 
 def test_kill_during_a_query_leaves_no_output_and_the_index_as_it_was(tmp_path):
-    texts = [f"line {i}: {' '.join(str(i * j % 89) for j in range(14))}" for i in range(3000)]
-    a = _write(str(tmp_path / "a.jsonl"), texts[:1500], "a")
-    b = _write(str(tmp_path / "b.jsonl"), texts[1000:], "b")
-    idx = str(tmp_path / "idx")
-    assert _cli("index", "build", a, "--index", idx, "-q").returncode == 0
+    a, b, idx = _indexed_halves(tmp_path, 1000)
     snapshot = {n: os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(idx)
                 for n in ns}
     ref = str(tmp_path / "ref")
     assert _cli("run", b, "-o", ref, "--against", idx, "-q").returncode == 0
     out = str(tmp_path / "out")
     for delay in (0.5, 1.2):
-        proc = subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "run", b, "-o", out,
-                                 "--against", idx, "-q"], cwd=ROOT, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        time.sleep(delay)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+        _kill_after(delay, "run", b, "-o", out, "--against", idx, "-q")
         assert not os.path.exists(out) or os.path.exists(os.path.join(out, "report.json"))
     after = {n: os.path.getsize(os.path.join(dp, n)) for dp, _, ns in os.walk(idx) for n in ns}
     assert after == snapshot                    # a query never writes the index
