@@ -88,6 +88,19 @@ def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, ou
 
 
 @njit(cache=True, inline="always")
+def _block_scratch(offsets, docs, lo, hi):
+    """Work buffers of :func:`doc_shingle_hashes` for documents ``docs[lo:hi]``
+    (``pos_a``, ``pos_b``, ``scratch``, ``hashes``), sized for the longest."""
+    cap = 1
+    for t in range(lo, hi):
+        d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
+        if d > cap:
+            cap = d
+    return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint8),
+            np.empty(cap, np.uint64))
+
+
+@njit(cache=True, inline="always")
 def _minima(hashes, cnt, a, b, mins):
     """``mins[k] = min over s < cnt of permute(a[k], hashes[s], b[k])``.
 
@@ -162,15 +175,7 @@ def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        cap = 1
-        for t in range(lo, hi):
-            d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
-            if d > cap:
-                cap = d
-        pos_a = np.empty(cap, np.int64)
-        pos_b = np.empty(cap, np.int64)
-        scratch = np.empty(cap, np.uint8)
-        hashes = np.empty(cap, np.uint64)
+        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
         mins = np.empty(K, np.uint64)
         for t in range(lo, hi):
             i = docs[t]
@@ -201,15 +206,7 @@ def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        cap = 1
-        for t in range(lo, hi):
-            d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
-            if d > cap:
-                cap = d
-        pos_a = np.empty(cap, np.int64)
-        pos_b = np.empty(cap, np.int64)
-        scratch = np.empty(cap, np.uint8)
-        hashes = np.empty(cap, np.uint64)
+        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
         filled = np.empty((K + 63) // 64, np.uint64)
         for t in range(lo, hi):
             i = docs[t]
@@ -476,14 +473,7 @@ def shingle_sets(offsets, data, docs, word_mode, n):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        cap = 1
-        for t in range(lo, hi):
-            d = raw_off[t + 1] - raw_off[t]
-            if d > cap:
-                cap = d
-        pos_a = np.empty(cap, np.int64)
-        pos_b = np.empty(cap, np.int64)
-        scratch = np.empty(cap, np.uint8)
+        pos_a, pos_b, scratch, _ = _block_scratch(offsets, docs, lo, hi)
         for t in range(lo, hi):
             i = docs[t]
             seg = raw[raw_off[t]:raw_off[t + 1]]
