@@ -198,20 +198,20 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
         passes += 1
         requested, held = greedy_pass(
             todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, bstamp, passes,
-            p_off, p_u, p_s, memo.t_keys, memo.t_vals, float(threshold), bool(accept_all), int(limit), dup, sim,
-            miss, blocked)
+            p_off, p_u, p_s, memo.t_keys, memo.t_vals, float(threshold), bool(accept_all),
+            int(limit), dup, sim, miss, blocked)
         if requested:
             memo.add(np.sort(miss[:requested]))
         todo = blocked[:held].copy()
     kept = state == KEPT
     # comparisons the bound left out: kept members of a bucket before each
-    # member, beyond the first `limit`
+    # member (not a fixed one), beyond the first `limit`
     is_k = kept[mem].astype(np.int64)
     before = np.cumsum(is_k) - is_k
     first = np.ones(seg.size, bool)
     first[1:] = seg[1:] != seg[:-1]
     before -= np.repeat(before[first], np.diff(np.append(np.flatnonzero(first), seg.size)))
-    skipped = int(np.maximum(before - limit, 0).sum())
+    skipped = int(np.maximum(before - limit, 0)[mem >= fixed].sum())
     del is_k, before, first
     ok = memo.similar(p_s, threshold)
     keys, scores = memo.similar_pairs(threshold)
