@@ -55,3 +55,16 @@ def concat_csr(parts, dtype=np.int64):
         base += int(off[-1] - off[0])
         vals.append(np.asarray(val, dtype=dtype))
     return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, dtype))
+
+
+def string_ranges(data: np.ndarray, b0: np.ndarray, b1: np.ndarray):
+    """A ``large_string`` array of the UTF-8 byte ranges ``data[b0[i]:b1[i]]``
+    (each a whole number of code points)."""
+    import pyarrow as pa
+    from .kernels.cpu import gather_ranges
+    b0 = np.ascontiguousarray(b0, dtype=np.int64)
+    b1 = np.ascontiguousarray(b1, dtype=np.int64)
+    off = np.zeros(b0.size + 1, np.int64)
+    np.cumsum(b1 - b0, out=off[1:])
+    buf = gather_ranges(np.ascontiguousarray(data), b0, b1, off)
+    return pa.LargeStringArray.from_buffers(int(b0.size), pa.py_buffer(off), pa.py_buffer(buf))

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import string_ranges
 from .errors import ConfigError
 
 UNITS = ("word", "char")
@@ -74,19 +75,6 @@ def check_options(unit: str, min_length: int, keep: str) -> None:
         raise ConfigError(f"--keep must be 'first' or 'none', got {keep!r}")
 
 
-def _gather(data: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> pa.Array:
-    """The byte ranges ``[b0, b1)`` of ``data`` as a string array."""
-    size = (b1 - b0).astype(np.int64)
-    off = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-    total = int(off[-1])
-    if total:
-        idx = np.repeat(b0 - off[:-1], size) + np.arange(total, dtype=np.int64)
-        buf = np.ascontiguousarray(data[idx])
-    else:
-        buf = np.zeros(0, np.uint8)
-    return pa.LargeStringArray.from_buffers(int(b0.size), pa.py_buffer(off), pa.py_buffer(buf))
-
-
 def _unit_ids(units: pa.Array, normalize) -> np.ndarray:
     """Equal ids exactly for equal (normalized) units."""
     enc = pc.dictionary_encode(units)
@@ -122,7 +110,8 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
     u_off, b0, b1, c0, c1 = K.units(off, data, unit == "word")
     U = int(u_off[-1])
     per_doc = np.diff(u_off)
-    ids = _unit_ids(_gather(data, b0, b1), tuple(normalize)) if U else np.zeros(0, np.int64)
+    ids = (_unit_ids(string_ranges(data, b0, b1), tuple(normalize)) if U
+           else np.zeros(0, np.int64))
     L = int(min_length)
     h, start = K.window_hashes(ids, u_off, L)
     W = int(h.size)
@@ -160,7 +149,7 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
     length = seg_e - seg_s
     new_len = np.bincount(seg_doc[length > 0], weights=length[length > 0],
                           minlength=n).astype(np.int64)
-    cut = _gather(data, seg_s[length > 0], seg_e[length > 0])
+    cut = string_ranges(data, seg_s[length > 0], seg_e[length > 0])
     cut_off = np.concatenate([[0], np.cumsum(new_len)]).astype(np.int64)
     out = pa.LargeStringArray.from_buffers(n, pa.py_buffer(cut_off),
                                            cut.buffers()[2] if len(cut) else pa.py_buffer(b""))
@@ -181,8 +170,9 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
 # -- the command: inputs in, an output directory out ------------------------------
 
 def _rewrite_jsonl(src: str, comp, locations: np.ndarray, texts: pa.Array, keep: np.ndarray,
-                   text_field: str, dst: str) -> None:
-    """The records of ``src`` with their new text, those not kept left out."""
+                   changed: np.ndarray, text_field: str, dst: str) -> None:
+    """The records of ``src`` with their new text (an unchanged record is
+    copied as it is), those not kept left out."""
     import json
     from .io.jsonl import _open_stream, _Sink
     want = {int(loc): i for i, loc in enumerate(np.asarray(locations).tolist())}
@@ -192,6 +182,9 @@ def _rewrite_jsonl(src: str, comp, locations: np.ndarray, texts: pa.Array, keep:
             for no, line in enumerate(f.read().splitlines(), start=1):
                 i = want.get(no)
                 if i is None or not keep[i]:
+                    continue
+                if not changed[i]:
+                    sink.write(line + b"\n")
                     continue
                 rec = json.loads(line)
                 rec[text_field] = texts[i].as_py()
@@ -273,7 +266,7 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
             part, keep_rows = r.texts.slice(d0, d1 - d0), ~dropped[d0:d1]
             if sh.fmt == "jsonl":
                 _rewrite_jsonl(sh.path, sh.compression, sh.locations, part, keep_rows,
-                               text_field, dst)
+                               r.removed_units[d0:d1] > 0, text_field, dst)
             else:
                 _rewrite_parquet(sh.path, sh.locations, part, keep_rows, text_field, dst)
             d0 = d1

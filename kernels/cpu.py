@@ -978,3 +978,17 @@ def greedy_pass(todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, 
                 klist[b_off[b] + kcount[b]] = v
                 kcount[b] += 1
     return n_miss, n_blk
+
+
+@njit(parallel=True, cache=True)
+def gather_ranges(data, b0, b1, out_off):
+    """The byte ranges ``data[b0[i]:b1[i]]``, one after another (``out_off``:
+    where each starts, ``len(b0) + 1`` entries)."""
+    n = b0.shape[0]
+    out = np.empty(out_off[n], np.uint8)
+    for i in prange(n):
+        o = out_off[i]
+        s = b0[i]
+        for j in range(b1[i] - s):
+            out[o + j] = data[s + j]
+    return out

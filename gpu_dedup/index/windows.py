@@ -20,6 +20,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import string_ranges
 from ..config import Config
 
 #: Window width, and the strides of the indexed and the query windows, in
@@ -56,13 +57,7 @@ def cut(texts: pa.Array, stride: int, width: int = WIDTH) -> tuple[pa.Array, np.
     last = start + width >= lengths[doc]
     e = np.minimum(cp_off[pos] + start + width, max(starts.size - 1, 0))
     b1 = np.where(last, o[pos + 1], starts[e])
-    size = b1 - b0
-    w_off = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-    idx = np.int64 if w_off[-1] >= 2 ** 31 or buf.size >= 2 ** 31 else np.int32
-    gather = (np.repeat((b0 - w_off[:-1]).astype(idx), size)
-              + np.arange(int(w_off[-1]), dtype=idx))
-    windows = pa.LargeStringArray.from_buffers(int(doc.size), pa.py_buffer(w_off),
-                                               pa.py_buffer(np.ascontiguousarray(buf[gather])))
+    windows = string_ranges(buf, b0, b1)
     return windows, doc
 
 
