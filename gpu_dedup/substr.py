@@ -144,8 +144,7 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
     # the texts with their spans cut out (byte segments between the spans)
     seg_s = np.sort(np.concatenate([off[:-1], b1[eu]]))
     seg_e = np.sort(np.concatenate([b0[su], off[1:]]))
-    seg_doc = np.searchsorted(off, seg_e, "left") - 1
-    seg_doc[seg_e == seg_s] = np.maximum(seg_doc[seg_e == seg_s], 0)
+    seg_doc = np.searchsorted(off, seg_e, "left") - 1      # (right for non-empty segments)
     length = seg_e - seg_s
     new_len = np.bincount(seg_doc[length > 0], weights=length[length > 0],
                           minlength=n).astype(np.int64)
