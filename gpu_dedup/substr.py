@@ -218,7 +218,7 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
     import pyarrow.parquet as pq
 
     from .errors import InputError
-    from .io.sources import expand_inputs, group_inputs, output_names, read_shard
+    from .io.sources import expand_inputs, output_names, read_corpus
     from .output import OutputDir
     t0 = time.perf_counter()
     check_options(unit, min_length, keep)
@@ -227,19 +227,13 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
     paths = expand_inputs(inputs)
     out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite)
     out.check()
-    shards = [read_shard(p, text_field, id_field, on_bad_record, files=files)
-              for p, files in group_inputs(paths)]
+    corpus = read_corpus(paths, text_field, id_field, on_bad_record)
+    shards = corpus.shards
+    texts = corpus.texts.cast(pa.large_string())
+    ids = corpus.ids.cast(pa.string())
     for sh in shards:
         if sh.fmt not in ("jsonl", "parquet"):
             raise InputError(f"{sh.path}: substr writes JSONL and Parquet inputs only")
-    texts = (pa.concat_arrays([sh.texts.cast(pa.large_string()) for sh in shards])
-             if shards else pa.array([], pa.large_string()))
-    ids = []
-    for sh in shards:
-        ids.append(sh.ids.cast(pa.string()) if sh.ids is not None else
-                   pa.array([f"{sh.path}:{int(x)}" for x in np.asarray(sh.locations)],
-                            pa.string()))
-    ids = pa.concat_arrays(ids) if ids else pa.array([], pa.string())
     r = exact_substrings(texts, unit, min_length, keep, normalize)
     left = r.units - r.removed_units
     dropped = left < min_doc_length

@@ -63,15 +63,6 @@ def keys_of(texts: pa.Array, cfg: Config, backend=None) -> tuple[np.ndarray, np.
     return np.asarray(host(be, be.band_keys(sig, cfg.bands, cfg.rows)), np.uint64), docs
 
 
-def read_corpus(paths: list[str], text_field: str, on_bad_record: str) -> pa.Array:
-    """The texts of the inputs, in order, as a run reads them."""
-    from ..io.sources import group_inputs, read_shard
-    parts = [read_shard(p, text_field, None, on_bad_record, files=files).texts
-             for p, files in group_inputs(paths)]
-    parts = [x.cast(pa.large_string()) for x in parts]
-    return pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
-
-
 def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str, *,
                 text_field: str = "text", id_field: str | None = "id",
                 on_bad_record: str = "error", backend=None):
@@ -80,7 +71,8 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
     indexed document shares a band key with the inputs), to be the run's
     first input."""
     from ..engine.runner import Context
-    keys, _ = keys_of(read_corpus(paths, text_field, on_bad_record), cfg, backend)
+    from ..io.sources import read_corpus
+    keys, _ = keys_of(read_corpus(paths, text_field, None, on_bad_record).texts, cfg, backend)
     ids, texts, which, report = [], [], [], []
     for k, idx in enumerate(indexes):
         ords, read = idx.lookup(keys)
@@ -98,11 +90,11 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
     if not n:
         return None, ctx, report
     # the run's own ids of the indexed documents: unique whatever the inputs' ids
-    own = [f"{_SEP}{k}{_SEP}{i}" for k, i in zip(ctx.index.tolist(),
-                                                 ctx.ids.to_pylist())]
+    import pyarrow.compute as pc
     cols = {text_field: pa.concat_arrays(texts)}
     if id_field is not None:
-        cols[id_field] = pa.array(own, pa.string())
+        cols[id_field] = pc.binary_join_element_wise(
+            _SEP, pa.array(ctx.index).cast(pa.string()), _SEP, ctx.ids, "")
     path = os.path.join(folder, "indexed.parquet")
     pq.write_table(pa.table(cols), path)
     return path, ctx, report

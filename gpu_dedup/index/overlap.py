@@ -29,21 +29,6 @@ from .windows import QUERY_STRIDE, window_keys
 MAX_CANDIDATES = 256
 
 
-def _read(paths, text_field, id_field, on_bad_record):
-    from ..io.sources import group_inputs, read_shard
-    texts, ids = [], []
-    for p, files in group_inputs(paths):
-        sh = read_shard(p, text_field, id_field, on_bad_record, files=files)
-        texts.append(sh.texts.cast(pa.large_string()))
-        if sh.ids is not None:
-            ids.append(sh.ids.cast(pa.string()))
-        else:
-            ids.append(pa.array([f"{p}:{int(x)}" for x in np.asarray(sh.locations)],
-                                pa.string()))
-    return (pa.concat_arrays(texts) if texts else pa.array([], pa.large_string()),
-            pa.concat_arrays(ids) if ids else pa.array([], pa.string()))
-
-
 def _candidates(q: np.ndarray, o: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Distinct ``(item, ordinal)`` pairs, at most MAX_CANDIDATES per item
     (those matched by the most keys)."""
@@ -65,7 +50,7 @@ def overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     """Write the contamination report of ``inputs`` against ``index`` into
     ``output``; returns report.json's content."""
     from ..errors import ConfigError
-    from ..io.sources import expand_inputs
+    from ..io.sources import expand_inputs, read_corpus
     from ..kernels.cpu import shingle_sets
     from ..output import OutputDir
     from ..stages.normalize import normalize_text, text_buffers
@@ -79,7 +64,9 @@ def overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     paths = expand_inputs(inputs)
     out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite)
     out.check()
-    texts, ids = _read(paths, text_field, id_field, on_bad_record)
+    corpus = read_corpus(paths, text_field, id_field, on_bad_record)
+    texts = corpus.texts.cast(pa.large_string())
+    ids = corpus.ids.cast(pa.string())
     n = len(texts)
     keys, kd = keys_of(texts, cfg, backend)
     q1, o1, r1 = idx.lookup_pairs(keys, kd)
