@@ -69,6 +69,20 @@ class Backend(Protocol):
         """int64 per document: its length in code points."""
         ...
 
+    def string_hashes(self, offsets, data, seed: int):
+        """uint64 per string: its XXH64 with ``seed``."""
+        ...
+
+    def substr_windows(self, uh, unit_off, L: int):
+        """``(hashes, start)`` of every window of ``L`` units inside one
+        document, from the units' hashes ``uh`` and the CSR ``unit_off`` of
+        units over documents (``kernels.substr.window_hashes``)."""
+        ...
+
+    def stable_argsort(self, x):
+        """A stable ascending argsort (int64)."""
+        ...
+
     def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
                 sketch: str = "minhash"):
         """``(sig, counts)`` of documents ``docs``: the ``len(docs) x K``
@@ -199,6 +213,19 @@ class CpuBackend:
 
     def codepoint_lengths(self, offsets, data):
         return self._k.codepoint_lengths(offsets, data)
+
+    # -- exact substrings -------------------------------------------------
+    def string_hashes(self, offsets, data, seed: int):
+        from .kernels import substr
+        return substr.string_hashes(offsets, data, seed)
+
+    def substr_windows(self, uh, unit_off, L: int):
+        from .kernels import substr
+        return substr.window_hashes(np.asarray(uh, np.uint64), np.asarray(unit_off, np.int64),
+                                    int(L))
+
+    def stable_argsort(self, x):
+        return np.argsort(x, kind="stable")
 
     # -- signatures -------------------------------------------------------
     def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,

@@ -519,6 +519,23 @@ class GpuBackend:
         with self._tracked():
             return self._per_document(offsets, data, self._k.codepoint_lengths)
 
+    # -- exact substrings -----------------------------------------------------
+    def string_hashes(self, offsets, data, seed: int):
+        with self._tracked():
+            return self._k.string_hashes(self.xp, self._dev(np.asarray(offsets, np.int64)),
+                                         self._dev(np.asarray(data)), seed)
+
+    def substr_windows(self, uh, unit_off, L: int):
+        """One device thread per window; the hashes equal the host's rolling
+        ones (the same polynomial, mod 2**64)."""
+        with self._tracked():
+            return self._k.substr_windows(self.xp, self._dev(np.asarray(uh, np.uint64)),
+                                          np.asarray(unit_off, np.int64), int(L))
+
+    def stable_argsort(self, x):
+        with self._tracked():
+            return self.xp.argsort(self._dev(x), kind="stable").astype(self.xp.int64)
+
     # -- signatures -----------------------------------------------------------
     def minhash(self, offsets, data, docs, word_mode: bool, n: int, a, b, bits: int,
                 sketch: str = "minhash"):

@@ -599,26 +599,29 @@ def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrit
 @click.option("--normalize", default="none", show_default=True,
               help="Steps applied to each unit before comparing (nfkc, lower, punct, digits); "
                    "offsets stay those of the original text.")
-@click.option("--text-field", default="text", show_default=True, help="Field holding the text.")
-@click.option("--id-field", default="id", show_default=True,
-              help="Field holding a unique id ('none' to generate FILE:LINE ids).")
-@click.option("--on-bad-record", type=click.Choice(["error", "skip"]), default="error",
-              show_default=True, help="Stop at a malformed record, or skip and count it.")
+@click.option("--work-dir", default=None, metavar="PATH",
+              help="Where an out-of-core run keeps its stage outputs (default: beside "
+                   "--output); rerunning after a crash resumes from what was completed.")
+@click.option("--keep-work-dir", is_flag=True,
+              help="Keep the work directory after a successful run.")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, text_field,
-           id_field, on_bad_record, overwrite, quiet, as_json):
+@_exec_options
+def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, work_dir,
+           keep_work_dir, overwrite, text_field, id_field, on_bad_record, device, memory_limit,
+           scheduler, workers, quiet, as_json):
     """Exact-substring deduplication: cut every repeated passage of at least
     --min-length units out of the documents of INPUTS (all occurrences but the
-    first, or all), after Lee et al. (2021)."""
+    first, or all), after Lee et al. (2021). Runs out of core under
+    --memory-limit, on Dask with --scheduler, and on the GPU with --device."""
     from .config import parse_normalize
     from .substr import run as run_substr
+    if quiet:
+        _quiet_logs()
     report = run_substr(inputs, output, unit=unit, min_length=min_length, keep=keep,
                         min_doc_length=min_doc_length, normalize=parse_normalize(normalize),
-                        text_field=text_field,
-                        id_field=None if id_field.lower() == "none" else id_field,
-                        on_bad_record=on_bad_record, overwrite=overwrite)
+                        overwrite=overwrite, work_dir=work_dir, keep_work_dir=keep_work_dir,
+                        **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
+                                   scheduler, workers))
     if as_json:
         click.echo(json.dumps({k: report[k] for k in ("documents", "units", "bytes", "spans")}))
     elif not quiet:

@@ -18,15 +18,15 @@ import time
 
 from .backend import get_backend
 from .config import Config
-from .engine.executors import make_executor, parse_scheduler
-from .engine.plan import check_budget, make_plan
+from .engine.executors import parse_scheduler
+from .engine.plan import check_budget
 from .engine.runner import Runner
-from .engine.store import FORMAT_VERSION, DiskStore, MemoryStore, work_dir_for
-from .errors import ConfigError, DedupError
+from .engine.session import os_error, session
+from .errors import ConfigError
 from .io.identity import input_identity
 from .io.plan import input_bytes, plan_reads
 from .io.sources import ON_BAD_RECORD, expand_inputs, group_inputs
-from .memory import PeakMonitor, default_budget, format_size, parse_size
+from .memory import default_budget, format_size, parse_size
 from .output import OutputDir
 from .report import build_report
 
@@ -34,11 +34,6 @@ log = logging.getLogger("gpu_dedup")
 
 #: A peak resident memory above this multiple of the budget is warned about.
 PEAK_WARNING = 1.5
-
-
-def _os_error(exc: OSError, where: str) -> DedupError:
-    path = exc.filename or where
-    return DedupError(f"{path}: {exc.strerror or exc}")
 
 
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
@@ -143,31 +138,12 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
         if on_progress is not None and total:
             on_progress(done / total)
 
-    monitor = PeakMonitor()
-    monitor.start()
-    executor = None
-    store = None
-    try:
-        executor = make_executor(spec, workers, be.name)
-        force = ("a work directory was asked for" if work_dir is not None or keep_work_dir
-                 else "")
-        plan = make_plan(budget, executor.concurrency, measured,
-                         shared_memory=executor.shared_memory, force_disk=force,
-                         partition_bytes=(None if partition_bytes is None
-                                          else parse_size(partition_bytes, "partition_bytes")))
-        log.info("plan: %s store (%s)", plan.store, plan.reason)
-        if plan.store == "disk":
-            key = {"format": FORMAT_VERSION, "config": cfg.to_dict(), "text_field": text_field,
-                   "id_field": id_field, "on_bad_record": on_bad_record,
-                   "inputs": input_identity(paths), "plan": plan.key()}
-            root = work_dir_for(output, work_dir, cfg.name, key)
-            try:
-                store = DiskStore(root).open()
-            except OSError as exc:
-                raise _os_error(exc, root) from exc
-            log.info("work directory: %s", store.root)
-        else:
-            store = MemoryStore()
+    key = {"config": cfg.to_dict(), "text_field": text_field, "id_field": id_field,
+           "on_bad_record": on_bad_record, "inputs": input_identity(paths)}
+    with session(cfg.name, key, measured=measured, budget=budget, spec=spec, workers=workers,
+                 device=be.name, output=output, work_dir=work_dir,
+                 keep_work_dir=keep_work_dir, partition_bytes=partition_bytes) as s:
+        plan, store, executor, monitor = s.plan, s.store, s.executor, s.monitor
         runner = Runner(cfg, be, store, executor, plan, text_field=text_field,
                         id_field=id_field, on_bad_record=on_bad_record, gpu_memory=gpu_memory,
                         on_stage=on_stage, on_progress=progress, monitor=monitor,
@@ -175,7 +151,7 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
         try:
             runner.run(plan_reads(paths, plan.chunk_bytes))
         except OSError as exc:
-            raise _os_error(exc, store.root or output) from exc
+            raise os_error(exc, store.root or output) from exc
         with out:
             folder = out.staging()
             with runner.stage("write"):
@@ -195,19 +171,6 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
                 json.dump(report, f, indent=2, sort_keys=False)
                 f.write("\n")
             out.publish()
-    finally:
-        if executor is not None:
-            executor.close()
-        monitor.stop()
-        if store is not None:
-            store.close()
-    if store.kind == "disk" and not keep_work_dir:
-        store.remove()
-        if work_dir is None:
-            try:
-                os.rmdir(os.path.dirname(store.root))
-            except OSError:
-                pass
     return report
 
 

@@ -41,6 +41,7 @@ from numba.core.dispatcher import Dispatcher
 
 from . import cpu as _cpu
 from . import hashing as _hashing
+from . import substr as _substr
 
 #: True when Numba's CUDA simulator stands in for the GPU.
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
@@ -123,6 +124,7 @@ _band_key_step = _shared(_hashing.band_key_step)
 _doc_shingle_hashes = _shared(_cpu.doc_shingle_hashes)
 _intersect_sorted = _shared(_cpu._intersect_sorted)
 _oph_row = _shared(_hashing.oph_row)
+_roll_start = _shared(_substr.roll_start)
 
 
 # -- device functions -----------------------------------------------------------
@@ -486,6 +488,30 @@ def _text_hash128_kernel(offsets, data, out):
 
 
 @cuda.jit(cache=True)
+def _string_hashes_kernel(offsets, data, seed, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = _xxh64(data, offsets[i], offsets[i + 1], seed)
+
+
+@cuda.jit(cache=True)
+def _substr_windows_kernel(uh, unit_off, woff, L, h, start):
+    w = cuda.grid(1)
+    if w < h.shape[0]:
+        lo = 0                       # the last document whose first window is <= w
+        hi = woff.shape[0] - 1
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if woff[mid] <= w:
+                lo = mid
+            else:
+                hi = mid
+        u0 = unit_off[lo] + (w - woff[lo])
+        h[w] = _roll_start(uh, u0, L)
+        start[w] = u0
+
+
+@cuda.jit(cache=True)
 def _codepoint_lengths_kernel(offsets, data, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
@@ -571,6 +597,29 @@ def text_hash128(xp, offsets, data):
     if n:
         _launch(_text_hash128_kernel, _blocks(n, FLAT), FLAT, offsets, data, out)
     return out
+
+
+def string_hashes(xp, offsets, data, seed: int):
+    """XXH64 of every string with ``seed`` (``kernels.substr.string_hashes``)."""
+    n = offsets.shape[0] - 1
+    out = xp.empty(n, dtype=xp.uint64)
+    if n:
+        _launch(_string_hashes_kernel, _blocks(n, FLAT), FLAT, offsets, data, np.uint64(seed),
+                out)
+    return out
+
+
+def substr_windows(xp, uh, unit_off, L: int):
+    """``(hashes, start)`` of every window (``kernels.substr.window_hashes``):
+    ``unit_off`` on the host, the results in ``xp``."""
+    woff = _substr.window_offsets(unit_off, L)
+    W = int(woff[-1])
+    h = xp.empty(W, dtype=xp.uint64)
+    start = xp.empty(W, dtype=xp.int64)
+    if W:
+        _launch(_substr_windows_kernel, _blocks(W, FLAT), FLAT, uh, xp.asarray(unit_off),
+                xp.asarray(woff), np.int64(L), h, start)
+    return h, start
 
 
 def codepoint_lengths(xp, offsets, data):

@@ -1,17 +1,21 @@
 """Kernels of exact-substring deduplication (Numba ``@njit``).
 
-Units are cut from Arrow's string buffers (``offsets``, ``data``); windows
-of ``L`` units are hashed from the units' integer ids (exact identities,
-see ``gpu_dedup.substr``) by a polynomial rolling hash, and windows with
-equal hashes are then compared unit by unit, so a hash collision never
-merges two different windows.
+Units are cut from Arrow's string buffers (``offsets``, ``data``); each
+distinct (normalized) unit is hashed (XXH64 with the run's seed,
+:func:`string_hashes`), windows of ``L`` units get a polynomial rolling hash
+of their units' hashes (:func:`window_hashes`, shared with the device through
+:func:`roll_start` and :func:`roll_step`), and windows with equal hashes are
+then compared unit hash by unit hash (:func:`distinct_windows`), so a window
+hash collision never merges two different windows. That the unit hashes
+themselves are collision-free is checked over the run's vocabulary
+(``gpu_dedup.engine.substr``).
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
 
-from .hashing import U64, fmix64, is_space, utf8_decode
+from .hashing import U64, is_space, utf8_decode, xxh64
 
 #: Base of the rolling hash (odd, so multiplication is a bijection mod 2**64).
 BASE = U64(0x100000001B3)
@@ -85,35 +89,72 @@ def units(offsets, data, word_mode):
 
 
 @njit(parallel=True, cache=True)
-def window_hashes(ids, unit_off, L):
-    """The rolling hash of every window of ``L`` units inside one document:
-    ``(hashes, start)``, windows in document then position order, ``start``
-    the global index of each window's first unit."""
-    n = unit_off.shape[0] - 1
-    wcnt = np.zeros(n + 1, np.int64)
-    for d in range(n):
-        m = unit_off[d + 1] - unit_off[d]
-        wcnt[d + 1] = m - L + 1 if m >= L else 0
-    woff = np.cumsum(wcnt)
-    h = np.empty(woff[n], np.uint64)
-    start = np.empty(woff[n], np.int64)
+def string_hashes(offsets, data, seed):
+    """XXH64 (seed ``seed``) of every string of an Arrow string array."""
+    n = offsets.shape[0] - 1
+    out = np.empty(n, np.uint64)
+    for i in prange(n):
+        out[i] = xxh64(data, offsets[i], offsets[i + 1], U64(seed))
+    return out
+
+
+@njit(cache=True, inline="always")
+def roll_top(L):
+    """``BASE ** (L - 1)``: the weight of a window's first unit."""
     top = U64(1)
     for _ in range(L - 1):
         top = top * BASE
+    return top
+
+
+@njit(cache=True, inline="always")
+def roll_start(uh, u0, L):
+    """The hash of the window of ``L`` units from unit ``u0``."""
+    x = U64(0)
+    for j in range(L):
+        x = x * BASE + uh[u0 + j]
+    return x
+
+
+@njit(cache=True, inline="always")
+def roll_step(x, uh, u0, L, top):
+    """The hash of the window from ``u0 + 1``, given ``x``, that from ``u0``."""
+    return (x - uh[u0] * top) * BASE + uh[u0 + L]
+
+
+@njit(cache=True)
+def window_offsets(unit_off, L):
+    """CSR of the windows over documents: ``woff[d]`` is document ``d``'s
+    first window (documents shorter than ``L`` units have none)."""
+    n = unit_off.shape[0] - 1
+    woff = np.zeros(n + 1, np.int64)
+    for d in range(n):
+        m = unit_off[d + 1] - unit_off[d]
+        woff[d + 1] = woff[d] + (m - L + 1 if m >= L else 0)
+    return woff
+
+
+@njit(parallel=True, cache=True)
+def window_hashes(uh, unit_off, L):
+    """The rolling hash of every window of ``L`` units inside one document,
+    from the units' hashes ``uh``: ``(hashes, start)``, windows in document
+    then position order, ``start`` the index of each window's first unit."""
+    n = unit_off.shape[0] - 1
+    woff = window_offsets(unit_off, L)
+    h = np.empty(woff[n], np.uint64)
+    start = np.empty(woff[n], np.int64)
+    top = roll_top(L)
     for d in prange(n):
         k = woff[d + 1] - woff[d]
         if k <= 0:
             continue
         u0 = unit_off[d]
-        x = U64(0)
-        for j in range(L):
-            x = x * BASE + fmix64(U64(ids[u0 + j]) + U64(1))
+        x = roll_start(uh, u0, L)
         w = woff[d]
         h[w] = x
         start[w] = u0
         for i in range(1, k):
-            x = (x - fmix64(U64(ids[u0 + i - 1]) + U64(1)) * top) * BASE \
-                + fmix64(U64(ids[u0 + i + L - 1]) + U64(1))
+            x = roll_step(x, uh, u0 + i - 1, L, top)
             h[w + i] = x
             start[w + i] = u0 + i
     return h, start
@@ -130,7 +171,8 @@ def _same(ids, a, b, L):
 @njit(cache=True)
 def distinct_windows(h_sorted, order, start, ids, L):
     """Each window's first occurrence: ``first[w]`` is the smallest window
-    index (document, then position order) whose units equal window ``w``'s,
+    index (document, then position order) whose units (``ids``: their
+    hashes, or any exact identities) equal window ``w``'s,
     and ``count[w]`` how many windows equal it (valid at first occurrences).
 
     ``h_sorted = h[order]``, with ``order`` a stable sort of the hashes:

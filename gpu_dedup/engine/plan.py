@@ -78,7 +78,8 @@ def check_budget(budget: int, option: str = "--memory-limit") -> None:
 
 def make_plan(budget: int, concurrency: int = 1, input_bytes: int = 0, *,
               shared_memory: bool = True, force_disk: str = "",
-              partition_bytes: int | None = None) -> Plan:
+              partition_bytes: int | None = None, chunk_share: int = 12,
+              memory_per_byte: int | None = None) -> Plan:
     """Split ``budget`` bytes between ``concurrency`` tasks and choose the store.
 
     Args:
@@ -98,8 +99,9 @@ def make_plan(budget: int, concurrency: int = 1, input_bytes: int = 0, *,
     task = max(work // max(1, concurrency), 1)
     if partition_bytes is not None:
         task = max(int(partition_bytes), 1)
-    chunk = _floor_pow2(min(max(task // 12, 4096), 1 << 30))
-    need = int(input_bytes) * MEMORY_PER_INPUT_BYTE
+    chunk = _floor_pow2(min(max(task // max(1, int(chunk_share)), 4096), 1 << 30))
+    need = int(input_bytes) * (MEMORY_PER_INPUT_BYTE if memory_per_byte is None
+                               else int(memory_per_byte))
     if force_disk:
         store, reason = "disk", force_disk
     elif not shared_memory:

@@ -147,13 +147,16 @@ class Runner:
                      self.store.root)
         return out
 
-    def _stage_done(self, name: str):
+    def _stage_done(self, name: str, label: str | None = None):
+        """The metadata of stage ``name`` if a disk store holds it complete
+        (counted as reused under ``label``, by default the name)."""
         meta = self.store.done(f"stage/{name}")
         if meta is not None:
             log.info("%s: reusing the completed stage from %s", name, self.store.root)
+            label = label or name
             n = max(1, int(meta.get("units", 1)))
-            self.reused[name] = self.reused.get(name, 0) + n
-            self.units[name] = self.units.get(name, 0) + n
+            self.reused[label] = self.reused.get(label, 0) + n
+            self.units[label] = self.units.get(label, 0) + n
         return meta
 
     # -- the whole run ----------------------------------------------------
@@ -174,10 +177,12 @@ class Runner:
             self.select()
 
     # -- stages -----------------------------------------------------------
-    def prepare(self, units: list) -> None:
+    def prepare(self, units: list, task=tasks.task_prepare) -> None:
+        """Read every unit (``task``: how each chunk is stored) and learn the
+        chunks, the shards and the documents' global positions."""
         meta = self._stage_done("prepare")
         if meta is None:
-            results = self._map("prepare", tasks.task_prepare, units, stop_on_error=True)
+            results = self._map("prepare", task, units, stop_on_error=True)
             errors = [(u["order"], r["error"]) for u, r in zip(units, results) if "error" in r]
             if errors:
                 raise min(errors, key=lambda e: e[0])[1]
@@ -199,7 +204,8 @@ class Runner:
                              f"and deduplicate the parts against each other")
         self.ctx.chunks = self.chunks
         self.ctx.doc_starts = self.doc_starts
-        self.avg_text = (sum(c["text_bytes"] for c in self.chunks) / self.N) if self.N else 1.0
+        self.avg_text = (sum(c.get("text_bytes", 0) for c in self.chunks) / self.N
+                         if self.N else 1.0)
         if self.context is not None and self.context.docs:
             self.C = sum(c["n"] for c in self.chunks if c["file"] == 0)
             if self.C != self.context.docs:

@@ -67,6 +67,7 @@ class Ctx:
     doc_starts: np.ndarray | None = None
     blocks: list = field(default_factory=list)
     block_starts: np.ndarray | None = None
+    job: dict = field(default_factory=dict)     # a command's own parameters (substr)
 
 
 #: Backends of this process, one per (device, memory) or registered by the runner.
@@ -113,17 +114,8 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     off, data = st.buffers(f"prep/{key}/text.arrow")
     active = host(be, be.has_shingles(off, data, word)).astype(bool)
     fp = host(be, be.text_hash128(off, data))
-    ids = d["ids"]
-    has_ids = ids is not None
-    if ids is None:
-        ids = d.get("generated")
-        if ids is None and unit["kind"] != "array":
-            ids = generated_ids(d["path"], d["lines"])
+    ids = chunk_ids(ctx, unit, d)
     if ids is not None:
-        if ids.type != pa.large_string():
-            ids = ids.cast(pa.large_string())
-        if ids.null_count:
-            ids = pc.fill_null(ids, "")       # a file with some ids missing: an error later
         # ids are short and checked once: fingerprinted on the host, whatever the device
         ioff, idata = text_buffers(ids)
         st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
@@ -131,15 +123,9 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     st.save_npy(f"prep/{key}/fp.npy", fp)
     st.save_npy(f"prep/{key}/active.npy", active)
     st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
-    meta = {"key": key, "file": unit["file"], "kind": unit["kind"], "fmt": unit["fmt"],
-            "path": d["path"], "files": d.get("files"), "n": int(n),
-            "active": int(active.sum()), "invalid_utf8": int(d["invalid"]),
-            "has_ids": has_ids, "first_missing_id": d.get("first_missing_id"),
-            "first_line": int(d["lines"][0]) if n else None,
-            "skipped": [[int(loc), str(why)] for loc, why in d.get("skipped", [])],
-            "text_bytes": int(data.size if n else 0),
-            "raw_bytes": int(rdata.size if n else 0),
-            "compression": d.get("compression")}
+    meta = chunk_meta(unit, key, d, n)
+    meta.update(active=int(active.sum()), text_bytes=int(data.size if n else 0),
+                raw_bytes=int(rdata.size if n else 0))
     st.mark_done(f"prep/{key}", meta)
     return meta
 
@@ -147,6 +133,17 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
 def task_prepare(unit: dict, ctx: Ctx) -> dict:
     """Read one unit and store its chunks. Input errors come back as values so
     that the run can report the first one in input order."""
+    return read_unit(unit, ctx, _save_chunk)
+
+
+def read_unit(unit: dict, ctx: Ctx, save) -> dict:
+    """Read one read unit (:func:`gpu_dedup.io.plan.plan_reads`) and hand each
+    of its chunks to ``save(ctx, unit, key, d)``, which stores what its stage
+    needs and returns the chunk's metadata (marked done under
+    ``prep/{key}``). A completed unit is reused; a compressed stream skips
+    its completed chunks. Returns ``{"chunks": [meta, ...], "reused": k}``,
+    or ``{"error": exc}`` for bad input, so that the run can report the
+    first error in input order."""
     st = ctx.store
     tf, idf, bad = ctx.text_field, ctx.id_field, ctx.on_bad_record
     done = st.done(f"prep/{unit['key']}")
@@ -157,10 +154,10 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
             texts = st.column("input/texts")
             d = {"texts": texts, "ids": None, "lines": np.arange(1, len(texts) + 1),
                  "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
-            return {"chunks": [_save_chunk(ctx, unit, unit["key"], d)], "reused": 0}
+            return {"chunks": [save(ctx, unit, unit["key"], d)], "reused": 0}
         if unit["kind"] != "stream":
             d = read_piece(unit, tf, idf, bad)
-            return {"chunks": [_save_chunk(ctx, unit, unit["key"], d)], "reused": 0}
+            return {"chunks": [save(ctx, unit, unit["key"], d)], "reused": 0}
         # a compressed stream: chunks as they come, skipping completed ones
         metas = []
         reused = 0
@@ -177,7 +174,7 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
             d = parse_jsonl_piece(path, blocks, lines, tf, idf, bad)
             del blocks
             d.update(path=path, compression=unit["compression"])
-            meta = _save_chunk(ctx, {**unit, "chunk": k}, key, d)
+            meta = save(ctx, {**unit, "chunk": k}, key, d)
             meta.update(lines_before=lines, lines_read=int(d["lines_read"]))
             st.mark_done(f"prep/{key}", meta)
             metas.append(meta)
@@ -187,6 +184,33 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
         return {"chunks": metas, "reused": reused}
     except DedupError as exc:
         return {"error": exc}
+
+
+def chunk_ids(ctx: Ctx, unit: dict, d: dict) -> pa.Array | None:
+    """A chunk's ids as ``large_string`` (generated ``FILE:LINE`` ids where
+    the shard has none; None for an array given to the library)."""
+    ids = d["ids"]
+    if ids is None:
+        ids = d.get("generated")
+        if ids is None and unit["kind"] != "array":
+            ids = generated_ids(d["path"], d["lines"])
+    if ids is not None:
+        if ids.type != pa.large_string():
+            ids = ids.cast(pa.large_string())
+        if ids.null_count:
+            ids = pc.fill_null(ids, "")       # a file with some ids missing: an error later
+    return ids
+
+
+def chunk_meta(unit: dict, key: str, d: dict, n: int) -> dict:
+    """The metadata every stage reads of a chunk (where its documents are)."""
+    return {"key": key, "file": unit["file"], "kind": unit["kind"], "fmt": unit["fmt"],
+            "path": d["path"], "files": d.get("files"), "n": int(n),
+            "invalid_utf8": int(d["invalid"]), "has_ids": d["ids"] is not None,
+            "first_missing_id": d.get("first_missing_id"),
+            "first_line": int(d["lines"][0]) if n else None,
+            "skipped": [[int(loc), str(why)] for loc, why in d.get("skipped", [])],
+            "compression": d.get("compression")}
 
 
 # -- exact ---------------------------------------------------------------------

@@ -649,3 +649,50 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
     finally:
         sink.close()
     return written
+
+
+def write_edited_lines(src: str, locations: np.ndarray, keep: np.ndarray, changed: np.ndarray,
+                       text_of, text_field: str, dst: str,
+                       block_bytes: int = BLOCK_BYTES) -> int:
+    """Write the records at lines ``locations`` (1-based, ascending) of
+    ``src`` whose ``keep`` is set to ``dst``, in ``src``'s compression, one
+    block at a time: a record not ``changed`` exactly as it is in ``src``,
+    a changed one with its text field replaced by ``text_of(i)`` (``i``: its
+    position in ``locations``; the other fields as they were). Returns the
+    number of records written."""
+    locations = np.asarray(locations, dtype=np.int64)
+    keep = np.asarray(keep, dtype=bool)
+    changed = np.asarray(changed, dtype=bool)
+    sink = _Sink(dst, compression_of(src))
+    written = 0
+    base = 0
+    j = 0
+    try:
+        for block in iter_blocks(src, block_bytes, keep_bom=True):
+            if j >= locations.size:
+                break
+            starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
+            k = int(np.searchsorted(locations, base + starts.size, side="right"))
+            mv = memoryview(block)
+            parts = []
+            for i in range(j, k):
+                if not keep[i]:
+                    continue
+                a, b = int(starts[locations[i] - base - 1]), int(ends[locations[i] - base - 1])
+                if changed[i]:
+                    line = bytes(mv[a:b])
+                    if line.startswith(BOM):
+                        line = line[len(BOM):]
+                    rec = json.loads(line.decode("utf-8", errors="replace"))
+                    rec[text_field] = text_of(i)
+                    parts.append(json.dumps(rec, ensure_ascii=False).encode("utf-8"))
+                else:
+                    parts.append(mv[a:b])
+                parts.append(b"\n")
+                written += 1
+            sink.write(b"".join(parts))
+            base += starts.size
+            j = k
+    finally:
+        sink.close()
+    return written

@@ -222,3 +222,33 @@ def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
                 written += hi - lo
             base += n
     return written
+
+
+def write_edited_rows(src: str, locations: np.ndarray, keep: np.ndarray, texts_of,
+                      text_field: str, dst: str) -> int:
+    """Write the rows numbered ``locations`` (1-based, ascending) of ``src``
+    whose ``keep`` is set to ``dst``, a row group at a time, with the text
+    column replaced by ``texts_of(i0, i1)`` (the new texts of positions
+    ``i0 .. i1`` of ``locations``). Returns the number of rows written."""
+    pf = _open(src)
+    comp = compression_of_file(pf)
+    locations = np.asarray(locations, dtype=np.int64)
+    keep = np.asarray(keep, dtype=bool)
+    schema = pf.schema_arrow
+    col = schema.get_field_index(text_field)
+    written = 0
+    with pq.ParquetWriter(dst, schema, compression=comp or "none") as w:
+        base = 0
+        for g in range(pf.metadata.num_row_groups):
+            n = pf.metadata.row_group(g).num_rows
+            lo = int(np.searchsorted(locations, base + 1, side="left"))
+            hi = int(np.searchsorted(locations, base + n, side="right"))
+            sel = np.flatnonzero(keep[lo:hi])
+            if sel.size:
+                t = pf.read_row_group(g).take(pa.array(locations[lo:hi][sel] - base - 1))
+                new = texts_of(lo, hi).take(pa.array(sel))
+                t = t.set_column(col, schema.field(col), new.cast(schema.field(col).type))
+                w.write_table(t)
+                written += int(sel.size)
+            base += n
+    return written

@@ -71,3 +71,17 @@ def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str
         shutil.copyfile(os.path.join(root, rel), out)
         written += 1
     return written
+
+
+def write_edited_files(files: list[str], keep: np.ndarray, text_of, dst_dir: str) -> int:
+    """Write ``text_of(i)`` of each kept file ``i`` to ``dst_dir`` under its
+    relative path (UTF-8)."""
+    os.makedirs(dst_dir, exist_ok=True)
+    written = 0
+    for i in np.flatnonzero(keep).tolist():
+        out = os.path.join(dst_dir, files[i])
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w", encoding="utf-8", newline="") as f:
+            f.write(text_of(i))
+        written += 1
+    return written

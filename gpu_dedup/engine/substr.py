@@ -1,0 +1,645 @@
+"""Exact-substring deduplication as tasks over partitions, run by the engine.
+
+The same store, executors and read units as near-duplicate detection
+(:mod:`gpu_dedup.engine.tasks`); in memory and out of core the stages and
+their results are the same, only where the arrays live differs. The stages:
+
+1. ``prepare``, per read unit: the original texts, ids and locations.
+2. ``hash``, per chunk: the units, the hash of each distinct normalized unit
+   (XXH64, seeded), each unit's hash, the chunk's vocabulary sorted by hash,
+   and its windows' rolling hashes sorted by hash (with their first units).
+3. ``vocab``, per range of the hash space: two different units with one hash
+   would make two different windows look alike; if any range finds such a
+   pair, ``hash`` and ``vocab`` run again with the next seed. So the unit
+   hashes are exact identities and no result depends on them.
+4. ``windows``, per range of the hash space: every window of the range from
+   every chunk, sorted by hash then position; equal hashes are compared unit
+   by unit, so each window learns its first occurrence and how many there
+   are. The removed windows (their first unit, and that of their first
+   occurrence) are saved sorted by position.
+5. ``cut``, per chunk: the removed units, the spans, and the texts with the
+   spans cut out.
+
+Memory: a chunk's tasks hold about 110 bytes a unit (so chunks are sized per
+unit kind), a window range about 100 bytes a window, a vocabulary range the
+strings and 40 bytes each; the runner holds 8 bytes per unit only on disk
+(the units' hashes, memory-mapped by the window tasks) and 16 bytes per
+document.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..arrays import string_ranges
+from ..config import Config
+from ..errors import DedupError, InputError
+from ..io.sources import output_names
+from ..kernels import cpu as cpu_kernels
+from ..kernels import substr as K
+from ..memory import release_memory
+from ..stages.exact import exact_representatives
+from ..stages.normalize import normalize_text, text_buffers
+from .runner import ROW_GROUP, Runner, _RowGroups
+from .tasks import Ctx, backend_of, chunk_ids, chunk_meta, gather_ids, host, read_unit
+
+log = logging.getLogger("gpu_dedup")
+
+#: A chunk's input bytes are a task's share divided by this, per unit kind
+#: (about 110 bytes of arrays per unit: a word is about 6 bytes, a
+#: character 1 to 4).
+CHUNK_SHARE = {"word": 24, "char": 128}
+#: Peak memory of an in-memory run per input byte, per unit kind.
+MEMORY_PER_BYTE = {"word": 24, "char": 128}
+#: Bytes a window range holds per window, and a vocabulary range per entry
+#: (besides its strings).
+WINDOW_BYTES = 100
+VOCAB_BYTES = 40
+#: Seeds tried before giving up on finding collision-free unit hashes.
+SEEDS = 4
+_U64 = np.uint64
+
+
+def _range(p: int, parts: int) -> tuple[int, int | None]:
+    """Bounds ``[lo, hi)`` of range ``p`` of ``parts`` of the 64-bit hash
+    space (``hi`` None: to the end)."""
+    lo = (p << 64) // parts
+    return lo, (None if p == parts - 1 else ((p + 1) << 64) // parts)
+
+
+def _slice(sorted_h: np.ndarray, lo: int, hi: int | None) -> tuple[int, int]:
+    a = int(np.searchsorted(sorted_h, _U64(lo), side="left"))
+    b = sorted_h.shape[0] if hi is None else int(np.searchsorted(sorted_h, _U64(hi),
+                                                                      side="left"))
+    return a, b
+
+
+# -- prepare --------------------------------------------------------------------
+
+def _save_texts(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
+    """Store a chunk's original texts, ids (with their fingerprints) and
+    locations."""
+    st = ctx.store
+    texts = d["texts"]
+    if texts.type != pa.large_string():
+        texts = texts.cast(pa.large_string())
+    n = len(texts)
+    st.save_arrow(f"prep/{key}/text.arrow", {"text": texts})
+    ids = chunk_ids(ctx, unit, d)
+    if ids is not None:
+        ioff, idata = text_buffers(ids)
+        st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
+        st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
+    st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
+    meta = chunk_meta(unit, key, d, n)
+    meta["text_bytes"] = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if n else 0
+    st.mark_done(f"prep/{key}", meta)
+    return meta
+
+
+def task_prepare(unit: dict, ctx: Ctx) -> dict:
+    return read_unit(unit, ctx, _save_texts)
+
+
+# -- hash -----------------------------------------------------------------------
+
+def chunk_units(ctx: Ctx, c: dict):
+    """A chunk's text buffers and units (:func:`kernels.substr.units`)."""
+    off, data = ctx.store.buffers(f"prep/{c['key']}/text.arrow")
+    off = np.asarray(off, np.int64)
+    data = np.asarray(data)
+    return off, data, K.units(off, data, ctx.job["unit"] == "word")
+
+
+def unit_hashes(be, units: pa.Array, normalize, seed: int):
+    """Each unit's hash, and the distinct normalized units (the chunk's
+    vocabulary) with their hashes: ``(uh, vocab, vocab_h)`` (host arrays)."""
+    enc = pc.dictionary_encode(units)
+    idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    vocab = enc.dictionary
+    if normalize:
+        again = pc.dictionary_encode(normalize_text(vocab, normalize))
+        idx = again.indices.to_numpy(zero_copy_only=False).astype(np.int64)[idx]
+        vocab = again.dictionary
+    vocab = vocab.cast(pa.large_string())
+    voff, vdata = text_buffers(vocab)
+    vh = host(be, be.string_hashes(np.asarray(voff, np.int64), np.asarray(vdata), seed))
+    return vh[idx], vocab, vh
+
+
+def task_hash(ci: int, ctx: Ctx) -> dict:
+    st, job = ctx.store, ctx.job
+    c = ctx.chunks[ci]
+    seed = job["seed"]
+    name = f"hash{seed}/{c['key']}"
+    meta = st.done(name)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    off, data, (u_off, b0, b1, _c0, _c1) = chunk_units(ctx, c)
+    del _c0, _c1
+    U = int(u_off[-1])
+    be = backend_of(ctx)
+    if U:
+        uh, vocab, vh = unit_hashes(be, string_ranges(data, b0, b1), tuple(job["normalize"]),
+                                    seed)
+    else:
+        uh, vocab, vh = np.zeros(0, _U64), pa.array([], pa.large_string()), np.zeros(0, _U64)
+    del b0, b1, off, data
+    h, start = be.substr_windows(uh, u_off, job["L"])
+    order = be.stable_argsort(h)
+    st.save_npy(f"{name}/wh.npy", host(be, h[order]))
+    st.save_npy(f"{name}/ws.npy", host(be, start[order]))
+    W = int(h.size)
+    del h, start, order
+    vo = np.argsort(vh, kind="stable")
+    st.save_npy(f"{name}/vh.npy", vh[vo])
+    st.save_arrow(f"{name}/vocab.arrow", {"unit": vocab.take(pa.array(vo))})
+    st.save_npy(f"{name}/uh.npy", uh)
+    st.save_npy(f"{name}/units.npy", np.diff(u_off).astype(np.int64))
+    meta = {"units": U, "windows": W, "vocab": int(vh.size),
+            "vocab_bytes": int(vocab.nbytes), "pid": os.getpid()}
+    st.mark_done(name, meta)
+    return {**meta, "reused": 0}
+
+
+# -- vocab ----------------------------------------------------------------------
+
+def task_vocab(item: tuple, ctx: Ctx) -> dict:
+    """Whether two different units of hash range ``p`` share a hash."""
+    p, parts = item
+    st, seed = ctx.store, ctx.job["seed"]
+    name = f"vocab{seed}/{parts}/p{p:05d}"
+    meta = st.done(name)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    lo, hi = _range(p, parts)
+    hs, ss = [], []
+    for c in ctx.chunks:
+        vh = st.load_npy(f"hash{seed}/{c['key']}/vh.npy", mmap=True)
+        a, b = _slice(vh, lo, hi)
+        if b > a:
+            hs.append(np.array(vh[a:b]))
+            ss.append(st.column(f"hash{seed}/{c['key']}/vocab.arrow").slice(a, b - a))
+        del vh
+    collision = None
+    if hs:
+        h = np.concatenate(hs)
+        s = pa.concat_arrays(ss)
+        del hs, ss
+        order = np.argsort(h, kind="stable")
+        h = h[order]
+        s = s.take(pa.array(order))
+        same = np.flatnonzero(h[1:] == h[:-1])
+        if same.size:
+            eq = pc.equal(s.take(pa.array(same)), s.take(pa.array(same + 1)))
+            bad = np.flatnonzero(~eq.to_numpy(zero_copy_only=False))
+            if bad.size:
+                i = int(same[bad[0]])
+                collision = [s[i].as_py(), s[i + 1].as_py()]
+    meta = {"collision": collision, "pid": os.getpid()}
+    st.mark_done(name, meta)
+    return {**meta, "reused": 0}
+
+
+# -- windows --------------------------------------------------------------------
+
+def task_windows(item: tuple, ctx: Ctx) -> dict:
+    """First occurrences and counts of the windows of hash range ``p``; saves
+    the removed ones sorted by their first unit."""
+    p, parts = item
+    st, job = ctx.store, ctx.job
+    seed, L, keep = job["seed"], job["L"], job["keep"]
+    name = f"win{seed}/{parts}/p{p:05d}"
+    meta = st.done(name)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    lo, hi = _range(p, parts)
+    starts = job["unit_starts"]
+    hs, ss = [], []
+    for ci, c in enumerate(ctx.chunks):
+        wh = st.load_npy(f"hash{seed}/{c['key']}/wh.npy", mmap=True)
+        a, b = _slice(wh, lo, hi)
+        if b > a:
+            hs.append(np.array(wh[a:b]))
+            ss.append(np.array(st.load_npy(f"hash{seed}/{c['key']}/ws.npy", mmap=True)[a:b])
+                      + int(starts[ci]))
+        del wh
+    h = np.concatenate(hs) if hs else np.zeros(0, _U64)
+    s = np.concatenate(ss) if ss else np.zeros(0, np.int64)
+    del hs, ss
+    W = int(h.size)
+    top = []
+    distinct = 0
+    rs = rf = np.zeros(0, np.int64)
+    if W:
+        be = backend_of(ctx)
+        order = host(be, be.stable_argsort(h))    # chunks in order: (hash, position) order
+        h = h[order]
+        uh = st.load_npy(f"hash{seed}/uh.npy", mmap=True)
+        first, count = K.distinct_windows(h, order, s, uh, L)
+        del h, order, uh
+        widx = np.arange(W, dtype=np.int64)
+        firsts = np.flatnonzero(first == widx)
+        distinct = int(firsts.size)
+        rep = firsts[count[firsts] > 1]
+        best = rep[np.lexsort((s[rep], -count[rep]))][:job["top"]]
+        top = [[int(s[w]), int(count[w])] for w in best.tolist()]
+        removed = first != widx if keep == "first" else count[first] > 1
+        del widx, count
+        rs = s[removed]
+        rf = s[first[removed]]
+        o = np.argsort(rs)
+        rs, rf = rs[o], rf[o]
+        del first, removed, o
+    st.save_npy(f"{name}/rm_start.npy", rs)
+    st.save_npy(f"{name}/rm_first.npy", rf)
+    meta = {"windows": W, "distinct": distinct, "removed": int(rs.size), "top": top,
+            "pid": os.getpid()}
+    st.mark_done(name, meta)
+    return {**meta, "reused": 0}
+
+
+# -- cut ------------------------------------------------------------------------
+
+def cut_texts(off, data, b0, b1, su, eu, n):
+    """The texts of ``(off, data)`` without the byte ranges from the start of
+    unit ``su[k]`` to the end of unit ``eu[k]`` (spans in order)."""
+    seg_s = np.sort(np.concatenate([off[:-1], b1[eu]]))
+    seg_e = np.sort(np.concatenate([b0[su], off[1:]]))
+    seg_doc = np.searchsorted(off, seg_e, "left") - 1      # (right for non-empty segments)
+    length = seg_e - seg_s
+    keep = length > 0
+    new_len = np.bincount(seg_doc[keep], weights=length[keep], minlength=n).astype(np.int64)
+    cut = string_ranges(data, seg_s[keep], seg_e[keep])
+    cut_off = np.concatenate([[0], np.cumsum(new_len)]).astype(np.int64)
+    return pa.LargeStringArray.from_buffers(n, pa.py_buffer(cut_off),
+                                            cut.buffers()[2] if len(cut) else pa.py_buffer(b""))
+
+
+def task_cut(ci: int, ctx: Ctx) -> dict:
+    st, job = ctx.store, ctx.job
+    c = ctx.chunks[ci]
+    seed, L, parts = job["seed"], job["L"], job["parts"]
+    name = f"cut{seed}/{parts}/{c['key']}"
+    meta = st.done(name)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    off, data, (u_off, b0, b1, c0, c1) = chunk_units(ctx, c)
+    n = int(c["n"])
+    U = int(u_off[-1])
+    U0 = int(job["unit_starts"][ci])
+    rss, rfs = [], []
+    for p in range(parts):
+        rs = st.load_npy(f"win{seed}/{parts}/p{p:05d}/rm_start.npy", mmap=True)
+        a = int(np.searchsorted(rs, U0, side="left"))
+        b = int(np.searchsorted(rs, U0 + U, side="left"))
+        if b > a:
+            rss.append(np.array(rs[a:b]) - U0)
+            rfs.append(np.array(st.load_npy(f"win{seed}/{parts}/p{p:05d}/rm_first.npy",
+                                            mmap=True)[a:b]))
+        del rs
+    s = np.concatenate(rss) if rss else np.zeros(0, np.int64)
+    f = np.concatenate(rfs) if rfs else np.zeros(0, np.int64)
+    o = np.argsort(s)
+    s, f = s[o], f[o]
+    per_doc = np.diff(u_off).astype(np.int64)
+    flag = np.zeros(U, bool)
+    if s.size:
+        delta = np.bincount(s, minlength=U + 1) - np.bincount(s + L, minlength=U + 1)
+        flag = np.cumsum(delta)[:U] > 0
+    doc_of = np.repeat(np.arange(n, dtype=np.int64), per_doc)
+    removed_units = np.bincount(doc_of[flag], minlength=n).astype(np.int64)
+    same_doc = doc_of[1:] == doc_of[:-1]
+    new = flag.copy()
+    new[1:] &= ~(flag[:-1] & same_doc)
+    end = flag.copy()
+    end[:-1] &= ~(flag[1:] & same_doc)
+    su, eu = np.flatnonzero(new), np.flatnonzero(end)
+    del new, end, same_doc, flag
+    span_doc = doc_of[su]
+    # the removed window starting at a span's first unit, and where its first occurrence is
+    first_unit = f[np.searchsorted(s, su)] if su.size else np.zeros(0, np.int64)
+    doc_units = st.load_npy(f"hash{seed}/doc_units.npy", mmap=True)
+    span_first = np.searchsorted(doc_units, first_unit, side="right") - 1
+    del doc_units
+    st.save_arrow(f"{name}/text.arrow", {"text": cut_texts(off, data, b0, b1, su, eu, n)})
+    st.save_npy(f"{name}/units.npy", per_doc)
+    st.save_npy(f"{name}/removed.npy", removed_units)
+    st.save_npy(f"{name}/span_doc.npy", span_doc)
+    st.save_npy(f"{name}/span_start.npy", c0[su])
+    st.save_npy(f"{name}/span_end.npy", c1[eu])
+    st.save_npy(f"{name}/span_first.npy", span_first.astype(np.int64))
+    meta = {"spans": int(su.size), "removed": int(removed_units.sum()), "pid": os.getpid()}
+    st.mark_done(name, meta)
+    return {**meta, "reused": 0}
+
+
+# -- the runner -----------------------------------------------------------------
+
+class SubstrRunner(Runner):
+    """The stages above, over a store through an executor.
+
+    Args:
+        job: ``unit``, ``L`` (the window), ``keep``, ``normalize`` (steps)
+            and ``top`` (how many repeated passages to list).
+        The rest as for :class:`gpu_dedup.engine.runner.Runner`.
+    """
+
+    STAGES = ("prepare", "hash", "vocab", "windows", "cut")
+
+    def __init__(self, job: dict, backend, store, executor, plan, **kw):
+        super().__init__(Config(), backend, store, executor, plan, **kw)
+        self.ctx.job = {**job, "seed": 0}
+        self.job = self.ctx.job
+
+    def run(self, units: list) -> None:
+        with self.stage("prepare"):
+            self.prepare(units, task_prepare)
+            self._check_unique_ids()
+        for seed in range(SEEDS):
+            self.job["seed"] = seed
+            with self.stage("hash"):
+                self.hash()
+            with self.stage("vocab"):
+                collision = self.vocab()
+            if collision is None:
+                break
+            log.warning("two different units share a 64-bit hash (%r, %r): hashing again "
+                        "with seed %d", collision[0][:40], collision[1][:40], seed + 1)
+        else:
+            raise DedupError(f"units {collision[0]!r} and {collision[1]!r} share a hash under "
+                             f"{SEEDS} seeds")
+        with self.stage("windows"):
+            self.windows()
+        with self.stage("cut"):
+            self.cut()
+
+    def _check_unique_ids(self) -> None:
+        fps, where = [], []
+        for ci, c in enumerate(self.chunks):
+            if self.store.exists(f"prep/{c['key']}/idfp.npy"):
+                fps.append(self.store.load_npy(f"prep/{c['key']}/idfp.npy"))
+                where.append(np.arange(c["n"], dtype=np.int64) + int(self.doc_starts[ci]))
+        if not fps:
+            return
+        fp, docs = np.concatenate(fps), np.concatenate(where)
+        rep = exact_representatives(fp, np.ones(docs.size, dtype=bool))
+        dup = np.flatnonzero(rep != np.arange(docs.size))
+        if dup.size:
+            second = int(docs[dup[0]])
+            first = int(docs[rep[dup[0]]])
+            name = gather_ids(self.ctx, np.array([first])).cast(pa.string())[0].as_py()
+            raise InputError(f"{self.locate(second)}: duplicate id {name!r} (first at "
+                             f"{self.locate(first)}); ids must be unique, or pass "
+                             f"--id-field none to generate them")
+
+    def _concat(self, rel: str, parts: list[str], dtype) -> None:
+        """``rel``: the stored arrays ``parts`` end to end (on disk written a
+        part at a time)."""
+        st = self.store
+        if st.kind != "disk":
+            st.save_npy(rel, np.concatenate([st.load_npy(p) for p in parts]) if parts
+                        else np.zeros(0, dtype))
+            return
+        sizes = [st.load_npy(p, mmap=True).shape[0] for p in parts]
+        path = st.path(rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = path + ".tmp.npy"
+        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(sum(sizes),))
+        at = 0
+        for p, k in zip(parts, sizes):
+            out[at:at + k] = st.load_npy(p, mmap=True)
+            at += k
+        out.flush()
+        del out
+        os.replace(tmp, path)
+
+    def hash(self) -> None:
+        seed = self.job["seed"]
+        meta = self._stage_done(f"hash{seed}", "hash")
+        if meta is None:
+            res = self._map("hash", task_hash, list(range(len(self.chunks))))
+            keys = [f"hash{seed}/{c['key']}" for c in self.chunks]
+            self._concat(f"hash{seed}/uh.npy", [f"{k}/uh.npy" for k in keys], _U64)
+            per_doc = [self.store.load_npy(f"{k}/units.npy") for k in keys]
+            doc_units = np.concatenate([[0]] + per_doc).cumsum().astype(np.int64)
+            self.store.save_npy(f"hash{seed}/doc_units.npy", doc_units)
+            meta = {"chunk_units": [int(r["units"]) for r in res],
+                    "windows": [int(r["windows"]) for r in res],
+                    "vocab": int(sum(r["vocab"] for r in res)),
+                    "vocab_bytes": int(sum(r["vocab_bytes"] for r in res)),
+                    "units_total": int(doc_units[-1]), "units": len(res)}
+            self.store.mark_done(f"stage/hash{seed}", meta)
+        self.hash_meta = meta
+        self.job["unit_starts"] = np.concatenate([[0], np.cumsum(meta["chunk_units"])]).astype(
+            np.int64)
+
+    def vocab(self):
+        m = self.hash_meta
+        need = m["vocab"] * VOCAB_BYTES + m["vocab_bytes"] * 3
+        parts = max(1, math.ceil(need / self.plan.task_bytes))
+        res = self._map("vocab", task_vocab, [(p, parts) for p in range(parts)])
+        found = [r["collision"] for r in res if r["collision"] is not None]
+        return found[0] if found else None
+
+    def windows(self) -> None:
+        W = sum(self.hash_meta["windows"])
+        parts = max(1, math.ceil(W * WINDOW_BYTES / self.plan.task_bytes))
+        self.job["parts"] = parts
+        res = self._map("windows", task_windows, [(p, parts) for p in range(parts)])
+        top = sorted((t for r in res for t in r["top"]), key=lambda t: (-t[1], t[0]))
+        self.windows_meta = {"windows": int(sum(r["windows"] for r in res)),
+                             "distinct": int(sum(r["distinct"] for r in res)),
+                             "removed_windows": int(sum(r["removed"] for r in res)),
+                             "top": top[:self.job["top"]], "parts": parts}
+
+    def cut(self) -> None:
+        res = self._map("cut", task_cut, list(range(len(self.chunks))))
+        self.cut_meta = {"spans": int(sum(r["spans"] for r in res)),
+                         "removed": int(sum(r["removed"] for r in res))}
+
+    # -- results ----------------------------------------------------------
+    def cut_key(self, ci: int) -> str:
+        j = self.job
+        return f"cut{j['seed']}/{j['parts']}/{self.chunks[ci]['key']}"
+
+    def chunk_array(self, ci: int, name: str) -> np.ndarray:
+        return self.store.load_npy(f"{self.cut_key(ci)}/{name}.npy")
+
+    def cut_texts(self, ci: int) -> pa.Array:
+        return self.store.column(f"{self.cut_key(ci)}/text.arrow")
+
+    def repeated(self) -> list:
+        """The most repeated removed passages: ``(one window's text, count)``."""
+        out = []
+        starts = self.job["unit_starts"]
+        doc_units = self.store.load_npy(f"hash{self.job['seed']}/doc_units.npy", mmap=True)
+        for u, count in self.windows_meta["top"]:
+            ci = int(np.searchsorted(starts, u, side="right") - 1)
+            d = int(np.searchsorted(doc_units, u, side="right") - 1)
+            local = d - int(self.doc_starts[ci])
+            text = self.store.column(f"prep/{self.chunks[ci]['key']}/text.arrow")[local]
+            raw = text.as_buffer().to_pybytes() if text.is_valid else b""
+            arr = np.frombuffer(raw, np.uint8)
+            _, b0, b1, _, _ = K.units(np.array([0, arr.size], np.int64), arr,
+                                      self.job["unit"] == "word")
+            i = u - int(doc_units[d])
+            out.append((raw[b0[i]:b1[i + self.job["L"] - 1]].decode("utf-8"), int(count)))
+        return out
+
+    def write(self, folder: str, min_doc_length: int, text_field: str) -> dict:
+        """spans.parquet, documents.parquet and data/ into ``folder``; returns
+        the counts the report needs."""
+        st = self.store
+        span_schema = pa.schema([("id", pa.string()), ("start", pa.int64()),
+                                 ("end", pa.int64()), ("first_id", pa.string())])
+        doc_schema = pa.schema([("id", pa.string()), ("units", pa.int64()),
+                                ("removed_units", pa.int64()), ("dropped", pa.bool_())])
+        dropped_all = []
+        counts = {"units": 0, "removed": 0, "with_spans": 0, "dropped": 0, "bytes_in": 0,
+                  "bytes_out": 0, "spans": 0}
+        lengths = []
+        with pq.ParquetWriter(os.path.join(folder, "spans.parquet"), span_schema) as ws, \
+                pq.ParquetWriter(os.path.join(folder, "documents.parquet"), doc_schema) as wd:
+            rs, rd = _RowGroups(ws, span_schema), _RowGroups(wd, doc_schema)
+            for ci, c in enumerate(self.chunks):
+                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                units = self.chunk_array(ci, "units")
+                removed = self.chunk_array(ci, "removed")
+                dropped = (units - removed) < min_doc_length
+                dropped_all.append(dropped)
+                sd = self.chunk_array(ci, "span_doc")
+                s0, s1 = self.chunk_array(ci, "span_start"), self.chunk_array(ci, "span_end")
+                rs.add(pa.table({"id": ids.take(pa.array(sd)),
+                                 "start": pa.array(s0, pa.int64()),
+                                 "end": pa.array(s1, pa.int64()),
+                                 "first_id": gather_ids(self.ctx, self.chunk_array(
+                                     ci, "span_first")).cast(pa.string())},
+                                schema=span_schema))
+                rd.add(pa.table({"id": ids, "units": pa.array(units, pa.int64()),
+                                 "removed_units": pa.array(removed, pa.int64()),
+                                 "dropped": pa.array(dropped, pa.bool_())}, schema=doc_schema))
+                lengths.append(s1 - s0)
+                counts["units"] += int(units.sum())
+                counts["removed"] += int(removed.sum())
+                counts["with_spans"] += int(np.unique(sd).size)
+                counts["dropped"] += int(dropped.sum())
+                counts["spans"] += int(sd.size)
+                counts["bytes_in"] += int(c["text_bytes"])
+                t = self.cut_texts(ci)
+                counts["bytes_out"] += int(pc.sum(pc.binary_length(t)).as_py() or 0) if len(t) \
+                    else 0
+                del ids, t
+            rs.close()
+            rd.close()
+        counts["span_lengths"] = np.concatenate(lengths) if lengths else np.zeros(0, np.int64)
+        dropped = np.concatenate(dropped_all) if dropped_all else np.zeros(0, bool)
+        data_dir = os.path.join(folder, "data")
+        os.makedirs(data_dir)
+        names = output_names(self.shard_paths)
+        for fi in range(len(self.shard_paths)):
+            out = os.path.join(data_dir, names[fi])
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            self._write_shard(fi, out, dropped, text_field)
+            release_memory()
+        return counts
+
+    def _write_shard(self, fi: int, out: str, dropped: np.ndarray, text_field: str) -> None:
+        from ..io.jsonl import write_edited_lines
+        from ..io.parquet import write_edited_rows
+        from ..io.txt import write_edited_files
+        idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
+        first = self.chunks[idx[0]]
+        d0, d1 = int(self.doc_starts[idx[0]]), int(self.doc_starts[idx[-1] + 1])
+        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
+                               for ci in idx])
+        changed = np.concatenate([self.chunk_array(ci, "removed") > 0 for ci in idx])
+        texts = _ShardTexts(self, idx)
+        keep = ~dropped[d0:d1]
+        if first["fmt"] == "jsonl":
+            write_edited_lines(first["path"], locs, keep, changed, texts.one, text_field, out,
+                               self.plan.chunk_bytes)
+        elif first["fmt"] == "parquet":
+            write_edited_rows(first["path"], locs, keep, texts.many, text_field, out)
+        else:
+            write_edited_files(first["files"], keep, texts.one, out)
+
+
+class _ShardTexts:
+    """A shard's cut texts by record, loading one chunk at a time (records are
+    asked for in order)."""
+
+    def __init__(self, runner: SubstrRunner, chunk_indices: list[int]):
+        self.r = runner
+        self.idx = chunk_indices
+        n = [runner.chunks[ci]["n"] for ci in chunk_indices]
+        self.starts = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
+        self.loaded = -1
+        self.col = None
+
+    def _load(self, k: int) -> None:
+        if k != self.loaded:
+            self.col = self.r.cut_texts(self.idx[k])
+            self.loaded = k
+
+    def one(self, i: int) -> str:
+        k = int(np.searchsorted(self.starts, i, side="right") - 1)
+        self._load(k)
+        return self.col[i - int(self.starts[k])].as_py()
+
+    def many(self, i0: int, i1: int) -> pa.Array:
+        parts = []
+        while i0 < i1:
+            k = int(np.searchsorted(self.starts, i0, side="right") - 1)
+            self._load(k)
+            e = min(i1, int(self.starts[k + 1]))
+            parts.append(self.col.slice(i0 - int(self.starts[k]), e - i0))
+            i0 = e
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
+
+
+def report_dict(runner: SubstrRunner, counts: dict, params: dict, seconds: float) -> dict:
+    """report.json of a finished run."""
+    span_units = counts["span_lengths"]
+    hist_edges = [0, 50, 100, 200, 500, 1000, 2000, 5000, 10 ** 9]
+    hist = (np.histogram(span_units, bins=hist_edges)[0] if span_units.size
+            else np.zeros(len(hist_edges) - 1, np.int64))
+    n = runner.N
+    b_in, b_out = counts["bytes_in"], counts["bytes_out"]
+    w = runner.windows_meta
+    return {
+        "documents": {"in": n, "with_spans": counts["with_spans"],
+                      "dropped": counts["dropped"], "out": n - counts["dropped"]},
+        "units": {"unit": params["unit"], "total": counts["units"],
+                  "removed": counts["removed"],
+                  "removed_share": float(counts["removed"] / max(1, counts["units"]))},
+        "bytes": {"in": b_in, "out": b_out,
+                  "removed_share": float(1 - b_out / b_in) if b_in else 0.0},
+        "spans": {"count": counts["spans"],
+                  "length_code_points": {"edges": hist_edges[:-1] + ["more"],
+                                         "counts": [int(c) for c in hist]}},
+        "windows": {"hashed": w["windows"], "distinct": w["distinct"]},
+        "repeated": [{"text": t, "occurrences": c} for t, c in runner.repeated()],
+        "parameters": params,
+        "inputs": list(runner.shard_paths),
+        "outputs": {"spans": "spans.parquet", "documents": "documents.parquet",
+                    "data": "data/", "report": "report.json", "report_html": "report.html"},
+        "hash_seed": runner.job["seed"],
+        "seconds": seconds,
+    }
+
+
+def dump_json(path: str, obj) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+__all__ = ["SubstrRunner", "CHUNK_SHARE", "MEMORY_PER_BYTE", "ROW_GROUP", "report_dict"]
