@@ -221,6 +221,36 @@ def compare_runs(gpu, cpu, texts, cfg, cmp: Comparison, label: str,
             ok, detail)
 
 
+def compare_substr(gpu, cpu, texts, cmp: Comparison) -> None:
+    """Exact-substring kernels (unit hashes, window hashes, the device sort)
+    and whole runs, both units."""
+    import pyarrow as pa
+
+    from .kernels import substr as K
+    from .stages.normalize import text_buffers
+    from .substr import exact_substrings
+    arr = pa.array(texts, pa.large_string())
+    off, data = text_buffers(arr)
+    off, data = np.asarray(off, np.int64), np.asarray(data)
+    h = gpu.to_host
+    cmp.check("substr: string hashes", h(gpu.string_hashes(off, data, 1)),
+              cpu.string_hashes(off, data, 1))
+    u_off = K.units(off, data, True)[0]
+    uh = cpu.string_hashes(off, data, 0)[np.arange(int(u_off[-1])) % max(1, off.size - 1)]
+    gh, gs = gpu.substr_windows(uh, u_off, 4)
+    ch, cs = cpu.substr_windows(uh, u_off, 4)
+    cmp.check("substr: window hashes", np.stack([h(gh), h(gs).view(np.uint64)]),
+              np.stack([ch, cs.view(np.uint64)]), f"{ch.size:,} windows")
+    cmp.check("substr: stable sort", h(gpu.stable_argsort(ch)), cpu.stable_argsort(ch))
+    for unit, L in (("word", 8), ("char", 40)):
+        g = exact_substrings(arr, unit, L, backend=gpu, partition_bytes="64KiB")
+        c = exact_substrings(arr, unit, L, backend=cpu, partition_bytes="64KiB")
+        cmp.check(f"substr run ({unit}, L={L})",
+                  np.concatenate([g.removed_units, g.span_start, g.span_end, g.span_first_doc]),
+                  np.concatenate([c.removed_units, c.span_start, c.span_end, c.span_first_doc]),
+                  f"{int(c.removed_units.sum()):,} {unit}s removed")
+
+
 def environment_lines(simulated: bool) -> tuple[list[str], bool, str]:
     """Lines about the machine, and ``(usable, why)`` from the GPU probe."""
     import numba
@@ -300,6 +330,7 @@ def main(echo, n_docs: int | None = None) -> int:
     cmp.check("text_hash128", h(gpu.text_hash128(offsets, data)), cpu.text_hash128(offsets, data))
     cmp.check("codepoint_lengths", h(gpu.codepoint_lengths(offsets, data)),
               cpu.codepoint_lengths(offsets, data))
+    compare_substr(gpu, cpu, texts, cmp)
     K = 20 if simulated else 128
     for shingle, n in (("char", 5), ("word", 3)):
         for bits in (32, 64):

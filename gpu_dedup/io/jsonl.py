@@ -675,21 +675,26 @@ def write_edited_lines(src: str, locations: np.ndarray, keep: np.ndarray, change
             k = int(np.searchsorted(locations, base + starts.size, side="right"))
             mv = memoryview(block)
             parts = []
-            for i in range(j, k):
-                if not keep[i]:
-                    continue
-                a, b = int(starts[locations[i] - base - 1]), int(ends[locations[i] - base - 1])
-                if changed[i]:
-                    line = bytes(mv[a:b])
-                    if line.startswith(BOM):
-                        line = line[len(BOM):]
-                    rec = json.loads(line.decode("utf-8", errors="replace"))
-                    rec[text_field] = text_of(i)
+            sel = np.flatnonzero(keep[j:k]) + j
+            line = locations[sel] - base - 1
+            ch = changed[sel]
+            # runs of consecutive unchanged lines are copied whole; changed ones one by one
+            brk = np.ones(sel.size, dtype=bool)
+            brk[1:] = (np.diff(line) != 1) | ch[1:] | ch[:-1]
+            heads = np.flatnonzero(brk)
+            tails = np.concatenate([heads[1:], [sel.size]]) - 1
+            for h, t in zip(heads.tolist(), tails.tolist()):
+                if ch[h]:
+                    raw = bytes(mv[int(starts[line[h]]):int(ends[line[h]])])
+                    if raw.startswith(BOM):
+                        raw = raw[len(BOM):]
+                    rec = json.loads(raw.decode("utf-8", errors="replace"))
+                    rec[text_field] = text_of(int(sel[h]))
                     parts.append(json.dumps(rec, ensure_ascii=False).encode("utf-8"))
                 else:
-                    parts.append(mv[a:b])
+                    parts.append(mv[int(starts[line[h]]):int(ends[line[t]])])
                 parts.append(b"\n")
-                written += 1
+            written += int(sel.size)
             sink.write(b"".join(parts))
             base += starts.size
             j = k
