@@ -177,8 +177,8 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
     groups = group_inputs(paths)
     for p, files in groups:
         fmt = format_of(p) if files is None else "txt"
-        if fmt not in ("jsonl", "parquet", "txt"):
-            raise InputError(f"{p}: substr reads JSONL, Parquet and text inputs only")
+        if fmt not in ("jsonl", "parquet", "arrow", "datasets", "txt"):
+            raise InputError(f"{p}: substr reads JSONL, Parquet, Arrow and text inputs only")
     measured = sum(input_bytes(p, files) for p, files in groups)
     job = _job(unit, min_length, keep, normalize, 20)
     key = {"substr": job, "text_field": text_field, "id_field": id_field,

@@ -552,6 +552,7 @@ class SubstrRunner(Runner):
         return counts
 
     def _write_shard(self, fi: int, out: str, dropped: np.ndarray, text_field: str) -> None:
+        from ..io.arrow import datasets_files, write_kept_ipc
         from ..io.jsonl import write_edited_lines
         from ..io.parquet import write_edited_rows
         from ..io.txt import write_edited_files
@@ -563,11 +564,21 @@ class SubstrRunner(Runner):
         changed = np.concatenate([self.chunk_array(ci, "removed") > 0 for ci in idx])
         texts = _ShardTexts(self, idx)
         keep = ~dropped[d0:d1]
-        if first["fmt"] == "jsonl":
+        fmt = first["fmt"]
+        if fmt == "jsonl":
             write_edited_lines(first["path"], locs, keep, changed, texts.one, text_field, out,
                                self.plan.chunk_bytes)
-        elif first["fmt"] == "parquet":
+        elif fmt == "parquet":
             write_edited_rows(first["path"], locs, keep, texts.many, text_field, out)
+        elif fmt in ("arrow", "datasets"):
+            kept = np.flatnonzero(keep)
+
+            def edit(t, lo, hi):
+                i = t.schema.get_field_index(text_field)
+                new = texts.take(kept[lo:hi]).cast(t.schema.field(i).type)
+                return t.set_column(i, t.schema.field(i), new)
+            write_kept_ipc(first["path"], locs[keep], out, edit=edit,
+                           files=datasets_files(first["path"]) if fmt == "datasets" else None)
         else:
             write_edited_files(first["files"], keep, texts.one, out)
 
@@ -593,6 +604,13 @@ class _ShardTexts:
         k = int(np.searchsorted(self.starts, i, side="right") - 1)
         self._load(k)
         return self.col[i - int(self.starts[k])].as_py()
+
+    def take(self, records: np.ndarray) -> pa.Array:
+        """The texts of ascending record positions ``records``."""
+        if records.size == 0:
+            return pa.array([], pa.large_string())
+        a = int(records[0])
+        return self.many(a, int(records[-1]) + 1).take(pa.array(records - a))
 
     def many(self, i0: int, i1: int) -> pa.Array:
         parts = []

@@ -26,6 +26,7 @@ import os
 import xxhash
 
 from ..errors import InputError
+from .arrow import datasets_files, is_datasets_folder
 from .sources import group_inputs
 from .stdin import DISPLAY_NAME, display_name, is_stdin
 from .txt import list_txt
@@ -75,6 +76,8 @@ def input_identity(paths) -> list[dict]:
     for path, files in group_inputs([str(p) for p in paths]):
         if files is not None:
             out.append(_text_shard(path, list(files), buf))
+        elif is_datasets_folder(path):
+            out.append(_text_shard(path, datasets_files(path) + ["state.json"], buf))
         elif os.path.isdir(path):
             out.append(_text_shard(path, list_txt(path), buf))
         else:

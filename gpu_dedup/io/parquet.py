@@ -112,6 +112,7 @@ class ParquetData:
     rows: np.ndarray            # 1-based row number of each record
     compression: str | None
     skipped: list               # (row, reason)
+    rows_read: int = 0          # rows seen, bad ones included
 
 
 def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None = "id",
@@ -129,6 +130,18 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
     """
     pf = _open(path)
     schema = pf.schema_arrow
+    cols = _columns(path, schema, text_field, id_field)
+    d = read_batches(path, schema,
+                     pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=cols,
+                                     use_threads=True),
+                     text_field, id_field, on_bad_record, row_base=row_base, progress=progress,
+                     total=pf.metadata.num_rows, what="Parquet")
+    d.compression = compression_of_file(pf)
+    return d
+
+
+def _columns(path: str, schema: pa.Schema, text_field: str, id_field: str | None) -> list:
+    """The columns to read; a missing or mistyped text or id column is refused."""
     names = schema.names
     if text_field not in names:
         raise InputError(f"{path}: missing text field {text_field!r} "
@@ -142,13 +155,24 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
         raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
                          f"({schema.field(id_field).type}; ids must be strings or integers); "
                          f"pass --id-field none to generate ids")
-    cols = [text_field] + ([id_field] if use_id and id_field != text_field else [])
+    return [text_field] + ([id_field] if use_id and id_field != text_field else [])
+
+
+def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text",
+                 id_field: str | None = "id", on_bad_record: str = "error", *,
+                 row_base: int = 0, progress=None, total: int = 1,
+                 what: str = "Arrow") -> ParquetData:
+    """The text (and id) column of record ``batches`` of a table with
+    ``schema``, rows numbered from ``row_base + 1``; the rules of
+    :func:`read_parquet_shard`."""
+    names = schema.names
+    _columns(path, schema, text_field, id_field)
+    use_id = id_field is not None and id_field in names
     texts, ids, rows, skipped = [], [], [], []
     base = row_base
-    total = max(pf.metadata.num_rows, 1)
+    total = max(int(total), 1)
     try:
-        for batch in pf.iter_batches(batch_size=batch_rows, row_groups=row_groups, columns=cols,
-                                     use_threads=True):
+        for batch in batches:
             n = batch.num_rows
             t = batch.column(text_field)
             if t.type != pa.large_string():
@@ -192,13 +216,13 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt pages, bad encodings...
-        raise InputError(f"{path}: corrupt Parquet data after row {base} ({exc})") from exc
+        raise InputError(f"{path}: corrupt {what} data after row {base} ({exc})") from exc
     text_arr = pa.concat_arrays(texts) if texts else pa.array([], type=pa.large_string())
     id_arr = None
     if use_id:
         id_arr = pa.concat_arrays(ids) if ids else pa.array([], type=pa.large_string())
     row_arr = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-    return ParquetData(text_arr, id_arr, row_arr, compression_of_file(pf), skipped)
+    return ParquetData(text_arr, id_arr, row_arr, None, skipped, base - row_base)
 
 
 def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:

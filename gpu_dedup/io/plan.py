@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .arrow import datasets_files, is_datasets_folder
 from .jsonl import BLOCK_BYTES, BOM, ShardReadState, compression_of, iter_blocks, parse_block
 from .parquet import read_parquet_shard
 from .sources import format_of, group_inputs, read_shard
@@ -284,7 +285,7 @@ def location(meta: dict, loc: int) -> str:
     path = meta["path"]
     if fmt == "jsonl":
         return f"{display_name(path)}:{int(loc)}"
-    if fmt == "parquet":
+    if fmt in ("parquet", "arrow", "datasets"):
         return f"{path}: row {int(loc)}"
     return os.path.join(path, meta["files"][int(loc) - 1])
 
@@ -328,6 +329,8 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
     try:
         if files is not None:
             return sum(os.path.getsize(os.path.join(path, f)) for f in files)
+        if is_datasets_folder(path):
+            return sum(os.path.getsize(os.path.join(path, f)) for f in datasets_files(path))
         if os.path.isdir(path):
             return sum(os.path.getsize(os.path.join(path, f)) for f in list_txt(path))
         size = os.path.getsize(path)

@@ -6,6 +6,11 @@ Inputs are files, directories and glob patterns:
   one shard each;
 * ``.parquet`` (``.pq``): one shard each; a directory of them (a Hugging Face
   parquet export, for example) gives its files in sorted order;
+* ``.arrow``, ``.feather``, ``.ipc``: Arrow IPC files (file or stream
+  format), one shard each;
+* a folder written by Hugging Face ``datasets``' ``save_to_disk``
+  (``state.json``, ``dataset_info.json``, ``data-*.arrow``): one shard, its
+  data/ output a folder ``load_from_disk`` opens (:mod:`gpu_dedup.io.arrow`);
 * ``.txt``: one document per file. A directory holding ``.txt`` files and no
   JSONL or Parquet file is one shard whose ids are the relative paths; ``.txt``
   files named directly are grouped by directory the same way.
@@ -13,6 +18,10 @@ Inputs are files, directories and glob patterns:
   to a temporary file (:mod:`gpu_dedup.io.stdin`); messages and generated
   ids name it ``<stdin>``, its data/ output is ``stdin.jsonl`` (``.gz`` or
   ``.zst`` appended when the stream is compressed).
+
+In a folder, a ``.json`` file is a shard only when its first line is a
+whole JSON object (a JSON Lines file); metadata files (``dataset_info.json``,
+pretty-printed JSON) are left alone.
 
 A JSONL file's compression is the one it actually has
 (:func:`gpu_dedup.io.jsonl.compression_of`: the suffix, else its magic
@@ -32,6 +41,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
+from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, datasets_files, is_datasets_folder,
+                    read_arrow_shard, write_kept_ipc)
 from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
 from .parquet import read_parquet_shard, write_kept_rows
 from .stdin import STDIN, display_name, is_stdin, resolve
@@ -42,13 +53,14 @@ JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
 COMPRESSED = ("", ".gz", ".zst", ".zstd")
 ON_BAD_RECORD = ("error", "skip")
-_KNOWN = ".jsonl, .jsonl.gz, .jsonl.zst, .parquet or .txt"
+_KNOWN = (".jsonl, .jsonl.gz, .jsonl.zst, .parquet, .arrow, .feather, .txt or datasets "
+          "save_to_disk folders")
 
 
 def format_of(path: str) -> str | None:
-    """``"jsonl"``, ``"parquet"`` or ``"txt"`` from the name (a directory of
-    text files is ``"txt"``; ``-``, standard input, is ``"jsonl"``), None if
-    unknown."""
+    """``"jsonl"``, ``"parquet"``, ``"arrow"`` or ``"txt"`` from the name (a
+    ``datasets`` folder is ``"datasets"``, another directory ``"txt"``; ``-``,
+    standard input, is ``"jsonl"``), None if unknown."""
     if str(path) == STDIN:
         return "jsonl"
     p = path.lower()
@@ -60,23 +72,53 @@ def format_of(path: str) -> str | None:
         return "jsonl"
     if p.endswith(PARQUET_SUFFIXES):
         return "parquet"
+    if path.lower().endswith(ARROW_SUFFIXES):
+        return "arrow"
     if path.lower().endswith(TXT_SUFFIXES):
         return "txt"
     if os.path.isdir(path):
-        return "txt"
+        return "datasets" if is_datasets_folder(path) else "txt"
     return None
 
 
+def _looks_like_jsonl(path: str) -> bool:
+    """Whether a ``.json`` file found in a folder is JSON Lines: its first
+    non-blank line is a whole JSON object."""
+    import json
+    if os.path.basename(path) in DATASETS_METADATA:
+        return False
+    if not path.lower().endswith(".json"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                if line.strip():
+                    return isinstance(json.loads(line), dict)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def _data_files(root: str) -> list[str]:
+    """The shards of a folder, sorted: data files, and ``datasets`` folders
+    (each one shard, not walked into)."""
+    if is_datasets_folder(root):
+        return [root]
     files = []
     for d, dirs, names in os.walk(root):
-        dirs[:] = sorted(x for x in dirs if not x.startswith("."))
-        for name in sorted(names):
+        inner = sorted(x for x in dirs if not x.startswith("."))
+        sets = [x for x in inner if is_datasets_folder(os.path.join(d, x))]
+        dirs[:] = [x for x in inner if x not in sets]
+        found = [os.path.join(d, x) for x in sets]
+        for name in names:
             if name.startswith("."):
                 continue
             full = os.path.join(d, name)
-            if format_of(full) in ("jsonl", "parquet"):
-                files.append(full)
+            if format_of(full) == "jsonl" and not _looks_like_jsonl(full):
+                continue
+            if format_of(full) in ("jsonl", "parquet", "arrow"):
+                found.append(full)
+        files += sorted(found)
     return files
 
 
@@ -144,7 +186,8 @@ class Shard:
 
     @property
     def where(self) -> str:
-        return {"jsonl": "line", "parquet": "row"}.get(self.fmt, "file")
+        return {"jsonl": "line", "parquet": "row", "arrow": "row",
+                "datasets": "row"}.get(self.fmt, "file")
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -153,7 +196,7 @@ class Shard:
         """``FILE:LINE``, ``FILE: row N`` or the text file, for messages."""
         if self.fmt == "jsonl":
             return f"{display_name(self.path)}:{int(loc)}"
-        if self.fmt == "parquet":
+        if self.fmt in ("parquet", "arrow", "datasets"):
             return f"{self.path}: row {int(loc)}"
         return os.path.join(self.path, self.files[int(loc) - 1])
 
@@ -176,6 +219,11 @@ class Shard:
             return write_kept_lines(self.path, self.locations[keep], path, block_bytes)
         if self.fmt == "parquet":
             return write_kept_rows(self.path, self.locations[keep], path)
+        if self.fmt == "arrow":
+            return write_kept_ipc(self.path, self.locations[keep], path)
+        if self.fmt == "datasets":
+            return write_kept_ipc(self.path, self.locations[keep], path,
+                                  files=datasets_files(self.path))
         return write_kept_files(self.path, self.files, keep, path)
 
 
@@ -200,6 +248,10 @@ def read_shard(path: str, text_field: str = "text", id_field: str | None = "id",
     if fmt == "parquet":
         d = read_parquet_shard(path, text_field, id_field, on_bad_record)
         return Shard(path, fmt, d.compression, d.texts, d.ids, d.rows, 0, d.skipped)
+    if fmt in ("arrow", "datasets"):
+        d = read_arrow_shard(path, text_field, id_field, on_bad_record,
+                             files=datasets_files(path) if fmt == "datasets" else None)
+        return Shard(path, fmt, None, d.texts, d.ids, d.rows, 0, d.skipped)
     if fmt == "txt":
         root, found = _txt_group(path)
         files = list(files) if files is not None else found
