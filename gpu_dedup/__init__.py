@@ -45,5 +45,6 @@ _ensure_kernels()
 
 from .config import Config  # noqa: E402
 from .engine import DedupResult, deduplicate  # noqa: E402
+from .frames import deduplicate_frame  # noqa: E402
 
-__all__ = ["Config", "DedupResult", "deduplicate", "__version__"]
+__all__ = ["Config", "DedupResult", "deduplicate", "deduplicate_frame", "__version__"]

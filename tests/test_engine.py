@@ -201,3 +201,9 @@ def test_deterministic_and_signature_similarity_option(bits):
     k = cfg.num_perm
     for s, ex in zip(r1.pair_similarity, r1.pair_exact):
         assert ex or (s >= 0.5 and (s * k) == int(round(s * k)))     # a fraction of K
+
+
+def test_an_empty_array_gives_empty_results():
+    from gpu_dedup import deduplicate
+    r = deduplicate([])
+    assert r.kept.size == 0 and r.cluster.size == 0 and r.pair_a.size == 0

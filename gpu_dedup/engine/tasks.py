@@ -339,7 +339,8 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
             rows += keys[-1].size
             del row
         seg.append(rows)
-    flat = np.concatenate(keys) if len(keys) != 1 else np.asarray(keys[0])
+    flat = (np.asarray(keys[0]) if len(keys) == 1 else
+            np.concatenate(keys) if keys else np.zeros(0, _U64))
     del keys
     d = np.concatenate(docs) if docs else np.zeros(0, np.int64)
     del docs
