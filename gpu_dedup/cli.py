@@ -65,6 +65,29 @@ _CONFIG_FIELDS = [("shingle", "shingle", str), ("ngram", "ngram", int),
                   ("cluster", "cluster", str), ("bucket_limit", "bucket_limit", int)]
 
 
+def _storage_callback(ctx, param, value):
+    if value is None:
+        return
+    try:
+        opts = json.loads(value)
+    except ValueError:
+        raise click.BadParameter("not valid JSON (the value is not shown: it may hold "
+                                 "credentials)") from None
+    if not isinstance(opts, dict):
+        raise click.BadParameter("must be a JSON object of filesystem options")
+    from .io.fs import set_storage_options
+    set_storage_options(opts)
+
+
+_storage_option = click.option(
+    "--storage-options", metavar="JSON", default=None, expose_value=False, is_eager=True,
+    callback=_storage_callback,
+    help="Options of the s3:// (gs://, az://) filesystem as a JSON object, e.g. "
+         "'{\"endpoint_override\": \"host:9000\", \"scheme\": \"http\"}' (pyarrow's "
+         "S3FileSystem arguments); by default credentials and endpoints come from the usual "
+         "places (AWS_* variables, ~/.aws). Never printed or saved.")
+
+
 def _config_options(f):
     opts = [
         click.option("--config", "config_spec", default=None, metavar="NAME|PATH",
@@ -251,6 +274,7 @@ def _quiet_logs():
                    "documents came first in the same run; repeat for several. The options "
                    "that define similarity are the index's (giving a different one is "
                    "refused).")
+@_storage_option
 @click.pass_context
 def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_memory,
         memory_limit, scheduler, workers, work_dir, keep_work_dir,
@@ -448,6 +472,7 @@ def _warm_defaults(texts, device) -> None:
 def _exec_options(f):
     """Options of a command that runs the engine over inputs."""
     opts = [
+        _storage_option,
         click.option("--text-field", default="text", show_default=True,
                      help="Field holding the text."),
         click.option("--id-field", default="id", show_default=True,

@@ -158,6 +158,12 @@ class OutputDir:
         target: where the files really go (the real path of ``path``).
     """
 
+    def __new__(cls, path, *args, **kwargs):
+        from .io.fs import is_url
+        if cls is OutputDir and is_url(path):
+            return super().__new__(RemoteOutputDir)
+        return super().__new__(cls)
+
     def __init__(self, path: str, *, inputs: list[str] = (), overwrite: bool = False,
                  work_dir: str | None = None):
         self.path = os.path.abspath(os.fspath(path))
@@ -482,3 +488,186 @@ class OutputDir:
         if isinstance(exc, OSError):
             raise self._write_error(exc) from exc
         return False
+
+
+# -- object storage ---------------------------------------------------------------
+
+#: The manifest that marks a complete output on object storage, written last.
+SUCCESS_NAME = "_SUCCESS"
+
+
+def _url_inside(child: str, parent: str) -> bool:
+    c, p = str(child).rstrip("/"), str(parent).rstrip("/")
+    return c == p or c.startswith(p + "/")
+
+
+def _local_files(root: str) -> list[str]:
+    out = []
+    for d, _dirs, names in os.walk(root):
+        for n in names:
+            out.append(os.path.relpath(os.path.join(d, n), root).replace(os.sep, "/"))
+    return sorted(out)
+
+
+class RemoteOutputDir(OutputDir):
+    """An output prefix on object storage (``s3://bucket/out`` ...), where
+    nothing can be renamed.
+
+    The outputs are built in a local staging folder, uploaded under a
+    temporary prefix inside the output (``.gpu-dedup-staging-<host>-<pid>-
+    <random>/``), then published: the previous output's ``_SUCCESS`` is
+    deleted first (with ``overwrite``, the objects it lists that this run
+    does not write are deleted too, and nothing else), every object is copied
+    into place on the server, the temporary prefix is deleted, and
+    ``_SUCCESS`` is written last: a JSON manifest of every file with its size
+    and XXH3-128 hash. An output without ``_SUCCESS``, or whose files do not
+    match it, is incomplete (:func:`output_complete`). Without
+    ``overwrite`` a prefix holding anything but other runs' temporary
+    prefixes is refused, before the run and again before publishing.
+    """
+
+    def __init__(self, path: str, *, inputs: list[str] = (), overwrite: bool = False,
+                 work_dir: str | None = None):
+        self.path = str(path).rstrip("/")
+        self.inputs = [str(s) for s in inputs]
+        self.overwrite = bool(overwrite)
+        self.work_dir = None if work_dir is None else str(work_dir)
+        self._target = self.path
+        self._staging = None
+        self._created = []
+        self._published = False
+        self._uploaded: list[str] = []
+
+    @property
+    def target(self) -> str:
+        return self.path
+
+    def _listing(self) -> list[str]:
+        from .io import fs
+        base = self.path + "/"
+        return [u[len(base):] for u in fs.listdir(self.path)]
+
+    def _foreign_names(self, listing: list[str]) -> list[str]:
+        return sorted(n for n in listing
+                      if n != SUCCESS_NAME and not n.startswith(STAGING_PREFIX))
+
+    def check(self) -> None:
+        from .io.fs import is_url
+        for spec in self.inputs:
+            if is_url(spec) and (_url_inside(self.path, spec) or _url_inside(spec, self.path)):
+                raise InputError(f"{self.path}: the output must not be an input, hold one or "
+                                 f"sit inside one ({spec}); choose another --output")
+        if self.work_dir is not None and is_url(self.work_dir) and \
+                _url_inside(self.work_dir, self.path):
+            raise ConfigError(f"--work-dir {self.work_dir}: must not be --output or inside it; "
+                              f"choose another --work-dir")
+        if not self.overwrite:
+            foreign = self._foreign_names(self._listing())
+            if foreign:
+                raise InputError(f"{self.path}: output prefix is not empty ({foreign[0]}); pass "
+                                 f"--overwrite to replace it, or choose another --output")
+
+    def staging(self) -> str:
+        if self._staging is None:
+            self._staging = tempfile.mkdtemp(prefix="gpu-dedup-staging-")
+        return self._staging
+
+    def _previous(self) -> list[str]:
+        from .io import fs
+        try:
+            data = json.loads(fs.read_bytes(f"{self.path}/{SUCCESS_NAME}"))
+            return [f["name"] for f in data["files"] if isinstance(f.get("name"), str)]
+        except InputError:
+            return []
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("%s/%s: unreadable manifest (%s); only the files this run writes are "
+                        "replaced", self.path, SUCCESS_NAME, _one_line(str(exc)))
+            return []
+
+    def publish(self) -> list[str]:
+        from .io import fs
+        from .io.identity import file_hash
+        if self._staging is None or self._published:
+            raise DedupError(f"{self.path}: nothing staged to publish; call staging() first")
+        staging = self._staging
+        try:
+            names = _local_files(staging)
+            for n in names:
+                if n == SUCCESS_NAME or n.startswith(STAGING_PREFIX):
+                    raise DedupError(f"{n}: this name is reserved for gpu-dedup's own files")
+            listing = self._listing()
+            if not self.overwrite:
+                foreign = self._foreign_names(listing)
+                if foreign:
+                    raise InputError(
+                        f"{self.path}: output prefix is no longer empty ({foreign[0]} appeared "
+                        f"while this run was working); nothing was written; pass --overwrite "
+                        f"or choose another --output")
+            tmp = f"{self.path}/{STAGING_PREFIX}{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+            files = []
+            for n in names:
+                local = os.path.join(staging, n)
+                size, digest = file_hash(local)
+                fs.upload(local, f"{tmp}/{n}")
+                self._uploaded.append(f"{tmp}/{n}")
+                files.append({"name": n, "bytes": size, "xxh3_128": digest})
+            previous = self._previous() if self.overwrite else []
+            fs.delete(f"{self.path}/{SUCCESS_NAME}")          # incomplete from here on
+            for n in sorted(set(previous) - set(names)):
+                if n != SUCCESS_NAME and not n.startswith(STAGING_PREFIX) and ".." not in n:
+                    fs.delete(f"{self.path}/{n}")
+            for n in names:
+                fs.copy(f"{tmp}/{n}", f"{self.path}/{n}")
+            for u in self._uploaded:
+                fs.delete(u)
+            self._uploaded = []
+            manifest = {"tool": "gpu-dedup", "format": MANIFEST_FORMAT,
+                        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files}
+            fs.write_bytes(f"{self.path}/{SUCCESS_NAME}",
+                           (json.dumps(manifest, indent=2) + "\n").encode())
+            self._published = True
+        except BaseException:
+            self.abort()
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+        self._staging = None
+        return sorted({n.split("/", 1)[0] for n in names})
+
+    def abort(self) -> None:
+        from .io import fs
+        if self._staging is not None:
+            shutil.rmtree(self._staging, ignore_errors=True)
+            self._staging = None
+        for u in self._uploaded:
+            try:
+                fs.delete(u)
+            except InputError:
+                pass
+        self._uploaded = []
+
+    def _write_error(self, exc: OSError) -> DedupError:
+        return DedupError(f"{self.path}: cannot write the outputs: "
+                          f"{_one_line(exc.strerror or str(exc))}")
+
+
+def output_complete(path: str) -> tuple[bool, str]:
+    """Whether the output at ``path`` (a URL or a local folder) is complete:
+    its manifest (``_SUCCESS`` on object storage, ``.gpu-dedup-manifest.json``
+    locally) exists and every file it lists has the listed size. Returns
+    ``(complete, why not)``."""
+    from .io import fs
+    if not fs.is_url(path):
+        ok = os.path.isfile(os.path.join(path, MANIFEST_NAME))
+        return ok, "" if ok else f"{MANIFEST_NAME} is missing"
+    try:
+        data = json.loads(fs.read_bytes(f"{str(path).rstrip('/')}/{SUCCESS_NAME}"))
+    except InputError:
+        return False, f"{SUCCESS_NAME} is missing"
+    for f in data.get("files", []):
+        url = f"{str(path).rstrip('/')}/{f['name']}"
+        try:
+            if fs.size(url) != f["bytes"]:
+                return False, f"{f['name']}: size differs from {SUCCESS_NAME}"
+        except InputError:
+            return False, f"{f['name']}: listed in {SUCCESS_NAME} but missing"
+    return True, ""

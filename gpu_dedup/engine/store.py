@@ -56,7 +56,11 @@ def work_dir_for(output: str | None, root: str | None, name: str, key: dict) -> 
     if root is None:
         if output is None:
             raise ConfigError("a disk store needs --work-dir or --output")
-        root = os.path.join(os.path.dirname(os.path.abspath(output)), DEFAULT_ROOT)
+        from ..io.fs import is_url
+        if is_url(output):                  # beside an output on object storage: here
+            root = os.path.join(os.getcwd(), DEFAULT_ROOT)
+        else:
+            root = os.path.join(os.path.dirname(os.path.abspath(output)), DEFAULT_ROOT)
     return os.path.join(os.path.abspath(root), f"{name}-{digest(key)}")
 
 

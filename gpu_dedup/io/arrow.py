@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from .fs import is_url, open_input_file
 from .parquet import ParquetData, _filter_rows, read_batches
 
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -70,7 +71,9 @@ class _Ipc:
     def __init__(self, path: str):
         self.path = path
         try:
-            self.source = pa.memory_map(path, "r")
+            self.source = open_input_file(path) if is_url(path) else pa.memory_map(path, "r")
+        except InputError:
+            raise
         except (OSError, pa.ArrowException) as exc:
             raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") \
                 from exc

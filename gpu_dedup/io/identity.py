@@ -26,7 +26,9 @@ import os
 import xxhash
 
 from ..errors import InputError
+from . import fs
 from .arrow import datasets_files, is_datasets_folder
+from .fs import is_url
 from .sources import group_inputs
 from .stdin import DISPLAY_NAME, display_name, is_stdin
 from .txt import list_txt
@@ -76,6 +78,10 @@ def input_identity(paths) -> list[dict]:
     for path, files in group_inputs([str(p) for p in paths]):
         if files is not None:
             out.append(_text_shard(path, list(files), buf))
+        elif is_url(path):
+            # an object is known by its size and modification time (reading it
+            # whole to hash it would read the input twice)
+            out.append({"path": path, "size": fs.size(path), "mtime_ns": fs.mtime_ns(path)})
         elif is_datasets_folder(path):
             out.append(_text_shard(path, datasets_files(path) + ["state.json"], buf))
         elif os.path.isdir(path):

@@ -32,7 +32,6 @@ Every function taking a path also takes ``-``, standard input (see
 from __future__ import annotations
 
 import json
-import os
 import re
 import zlib
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ..errors import InputError
+from .fs import getsize, is_url, open_binary, open_input_stream
 from .stdin import display_name, resolve
 
 #: Decompressed bytes per block. Larger blocks parse a little faster;
@@ -77,9 +77,9 @@ def sniff_compression(path: str) -> str | None:
     """``"gzip"`` or ``"zstd"`` when the file starts with that format's magic
     bytes, else None (also for a file that cannot be read)."""
     try:
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             head = f.read(4)
-    except OSError:
+    except (OSError, InputError):
         return None
     if head.startswith(_GZIP_MAGIC):
         return "gzip"
@@ -95,9 +95,11 @@ def sniff_compression(path: str) -> str | None:
 def _open_stream(path: str, comp: str | None):
     name = display_name(path)
     try:
-        if comp is not None and os.path.getsize(path) == 0:
+        if comp is not None and getsize(path) == 0:
             raise InputError(f"{name}: empty file, not valid {comp} data; remove it or "
                              f"replace it with an intact copy")
+        if is_url(path):
+            return open_input_stream(path, compression=comp)
         return pa.input_stream(path, compression=comp)
     except InputError:
         raise

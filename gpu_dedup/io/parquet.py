@@ -20,13 +20,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import InputError
+from .fs import is_url, open_input_file
 
 BATCH_ROWS = 64 * 1024
 
 
 def _open(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(path)
+        return pq.ParquetFile(open_input_file(path) if is_url(path) else path)
+    except InputError:
+        raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the same to the user
         raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
 

@@ -23,10 +23,12 @@ import os
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
+from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
 from .jsonl import BLOCK_BYTES, BOM, ShardReadState, compression_of, iter_blocks, parse_block
+from .fs import getsize, open_binary
+from .parquet import _open as _open_parquet
 from .parquet import read_parquet_shard
 from .sources import format_of, group_inputs, read_shard
 from .stdin import display_name, resolve
@@ -52,11 +54,11 @@ def plan_jsonl_ranges(path: str, chunk_bytes: int) -> list[tuple[int, int, int]]
     """``(start, stop, lines_before)`` of newline-aligned byte ranges: a range
     ends after the first newline at or past ``start + chunk_bytes - 1``."""
     path = resolve(path)
-    size = os.path.getsize(path)
+    size = getsize(path)
     out = []
     start = 0
     lines = 0
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         while start < size:
             target = start + chunk_bytes - 1
             stop = size
@@ -107,7 +109,7 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
         fmt = format_of(path) if files is None else "txt"
         base = {"file": fi, "path": path, "fmt": fmt, "files": files}
         if fmt == "jsonl":
-            size = os.path.getsize(path)
+            size = getsize(path)
             comp = compression_of(path)
             if comp is None and size > chunk_bytes:
                 for k, (a, b, lines) in enumerate(plan_jsonl_ranges(path, chunk_bytes)):
@@ -119,7 +121,7 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
                 continue
         elif fmt == "parquet":
             try:
-                md = pq.ParquetFile(path).metadata
+                md = _open_parquet(path).metadata
                 sizes = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
                 rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
             except Exception:  # noqa: BLE001 - read_shard reports it in order
@@ -257,7 +259,7 @@ def read_piece(unit: dict, text_field: str, id_field: str | None,
                 "generated": sh.generated_ids() if sh.ids is None else None,
                 "first_missing_id": None}
     if kind == "bytes":
-        with open(path, "rb") as f:
+        with open_binary(path) as f:
             f.seek(unit["start"])
             raw = f.read(unit["stop"] - unit["start"])
         if unit["start"] == 0 and raw.startswith(BOM):
@@ -333,13 +335,13 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
             return sum(os.path.getsize(os.path.join(path, f)) for f in datasets_files(path))
         if os.path.isdir(path):
             return sum(os.path.getsize(os.path.join(path, f)) for f in list_txt(path))
-        size = os.path.getsize(path)
-    except OSError:
+        size = getsize(path)
+    except (OSError, InputError):
         return 0
     fmt = format_of(path)
     try:
         if fmt == "parquet":
-            md = pq.ParquetFile(path).metadata
+            md = _open_parquet(path).metadata
             return int(sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)))
         if fmt == "jsonl":
             comp = compression_of(path)
@@ -354,7 +356,7 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
 
 def _gzip_bytes(path: str, size: int) -> int:
     guess = COMPRESSED_RATIO * size
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         if f.read(2) != b"\x1f\x8b" or size < 18:
             return size                        # not gzip: the reader reports it
         if size >= _ISIZE_WRAP:
@@ -373,7 +375,7 @@ def _zstd_bytes(path: str, size: int) -> int:
     guess = COMPRESSED_RATIO * size
     total = 0
     blocks = 0
-    with open(path, "rb") as f:
+    with open_binary(path) as f:
         pos = 0
         while pos < size:
             f.seek(pos)

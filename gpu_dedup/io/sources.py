@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -43,6 +44,8 @@ import pyarrow.compute as pc
 from ..errors import InputError
 from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, datasets_files, is_datasets_folder,
                     read_arrow_shard, write_kept_ipc)
+from . import fs
+from .fs import is_url, local_path
 from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
 from .parquet import read_parquet_shard, write_kept_rows
 from .stdin import STDIN, display_name, is_stdin, resolve
@@ -76,6 +79,8 @@ def format_of(path: str) -> str | None:
         return "arrow"
     if path.lower().endswith(TXT_SUFFIXES):
         return "txt"
+    if is_url(path):
+        return None
     if os.path.isdir(path):
         return "datasets" if is_datasets_folder(path) else "txt"
     return None
@@ -122,6 +127,33 @@ def _data_files(root: str) -> list[str]:
     return files
 
 
+def _expand_url(spec: str) -> list[str]:
+    """The objects a URL names: itself, those below a prefix, or those a
+    glob matches (``*``, ``?``, ``[...]``; ``**`` crosses ``/``), sorted."""
+    import fnmatch
+    if any(ch in spec for ch in "*?["):
+        cut = min(spec.find(ch) for ch in "*?[" if ch in spec)
+        prefix = spec[:cut].rsplit("/", 1)[0]
+        pattern = re.compile(fnmatch.translate(spec).replace(".*", "[^/]*")
+                             .replace("[^/]*[^/]*", ".*"))
+        found = [u for u in fs.listdir(prefix) if pattern.fullmatch(u)]
+        found = [u for u in found if format_of(u) is not None]
+        if not found:
+            raise InputError(f"{spec}: no object matches this pattern")
+        return found
+    info = fs.info(spec)
+    if info.type == fs.pafs.FileType.File:
+        if format_of(spec) is None:
+            raise InputError(f"{spec}: unknown input format; expected {_KNOWN}")
+        return [spec]
+    found = [u for u in fs.listdir(spec) if format_of(u) in ("jsonl", "parquet", "arrow")
+             and not u.rsplit("/", 1)[-1].startswith(".")
+             and u.rsplit("/", 1)[-1] not in DATASETS_METADATA]
+    if not found:
+        raise InputError(f"{spec}: no such file or directory (or no {_KNOWN} files below it)")
+    return found
+
+
 def expand_inputs(inputs) -> list[str]:
     """Files named, globs expanded and directories walked (sorted), each once.
 
@@ -132,7 +164,13 @@ def expand_inputs(inputs) -> list[str]:
     out: list[str] = []
     seen = set()
     for spec in inputs:
-        spec = str(spec)
+        spec = str(local_path(spec))
+        if is_url(spec):
+            for f in _expand_url(spec):
+                if f not in seen:
+                    seen.add(f)
+                    out.append(f)
+            continue
         if spec == STDIN:
             matches = [resolve(spec)]
         elif any(ch in spec for ch in "*?[") and not os.path.exists(spec):
@@ -347,7 +385,7 @@ def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None
             elif os.path.isdir(p):
                 sizes.append(sum(os.path.getsize(os.path.join(p, f)) for f in list_txt(p)))
             else:
-                sizes.append(os.path.getsize(p))
+                sizes.append(fs.getsize(p))
         except OSError:
             sizes.append(0)
     total = max(sum(sizes), 1)

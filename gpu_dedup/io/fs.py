@@ -1,0 +1,303 @@
+"""Paths on other filesystems: ``s3://``, ``gs://``, ``az://``/``abfs://``,
+``hf://`` (read) and ``file://``, through pyarrow's filesystems.
+
+A *URL* is a path with one of those schemes; every other path is local and
+goes through :mod:`os` as before (``file://`` URLs are turned into local
+paths at once). For a URL:
+
+* the filesystem comes from pyarrow (``S3FileSystem``, ``GcsFileSystem``,
+  ``AzureFileSystem``; ``hf://`` through ``huggingface_hub``'s fsspec
+  filesystem), built once per scheme and bucket. Credentials and endpoints
+  come from each one's usual places (for S3: ``AWS_ENDPOINT_URL``,
+  ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+  ``~/.aws``), or from :func:`set_storage_options` (``--storage-options``),
+  which are never printed or written anywhere;
+* reads are ranged: :func:`open_input_file` is a random-access file (JSONL
+  byte ranges, Parquet footers and row groups, Arrow IPC), and
+  :func:`open_input_stream` reads a compressed object once, front to back;
+* an error is one line naming the URL (never a credential).
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+import threading
+from urllib.parse import urlparse
+
+import pyarrow.fs as pafs
+
+from ..errors import InputError
+
+SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "hf")
+#: pyarrow's filesystem module, for callers testing file types.
+pafs = pafs
+_FS: dict = {}
+_LOCK = threading.Lock()
+_OPTIONS: dict = {}
+
+
+def set_storage_options(options: dict | None) -> None:
+    """Options for every remote filesystem built from now on (keyword
+    arguments of pyarrow's ``S3FileSystem``, ``GcsFileSystem`` or
+    ``AzureFileSystem``, e.g. ``endpoint_override``, ``access_key``,
+    ``secret_key``, ``region``, ``scheme``)."""
+    with _LOCK:
+        _OPTIONS.clear()
+        _OPTIONS.update(options or {})
+        _FS.clear()
+
+
+def is_url(path) -> bool:
+    """Whether ``path`` names a remote object (a known scheme)."""
+    s = str(path)
+    i = s.find("://")
+    return i > 0 and s[:i].lower() in SCHEMES
+
+
+def local_path(path):
+    """``file://`` URLs as local paths; anything else unchanged."""
+    s = str(path)
+    if s.lower().startswith("file://"):
+        return urlparse(s).path or "/"
+    return path
+
+
+def _redact(text: str) -> str:
+    for k in ("secret_key", "access_key", "session_token", "account_key", "token"):
+        v = _OPTIONS.get(k)
+        if v:
+            text = text.replace(str(v), "***")
+    for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+        v = os.environ.get(k)
+        if v and len(v) >= 4:
+            text = text.replace(v, "***")
+    return " ".join(text.split())
+
+
+def error(url: str, exc: BaseException, what: str = "cannot read") -> InputError:
+    """One line naming ``url``, with no credential in it."""
+    msg = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+    return InputError(f"{url}: {what}: {_redact(msg)}")
+
+
+def _build(scheme: str, netloc: str):
+    opts = dict(_OPTIONS)
+    if scheme == "s3":
+        if "endpoint_override" not in opts and os.environ.get("AWS_ENDPOINT_URL"):
+            ep = urlparse(os.environ["AWS_ENDPOINT_URL"])
+            opts["endpoint_override"] = ep.netloc or ep.path
+            opts.setdefault("scheme", ep.scheme or "https")
+        if "region" not in opts and (os.environ.get("AWS_REGION")
+                                     or os.environ.get("AWS_DEFAULT_REGION")):
+            opts["region"] = os.environ.get("AWS_REGION") or os.environ["AWS_DEFAULT_REGION"]
+        ep = opts.get("endpoint_override")
+        if isinstance(ep, str) and "://" in ep:
+            u = urlparse(ep)
+            opts["endpoint_override"] = u.netloc
+            opts.setdefault("scheme", u.scheme)
+        return pafs.S3FileSystem(**opts)
+    if scheme in ("gs", "gcs"):
+        return pafs.GcsFileSystem(**opts)
+    if scheme in ("az", "abfs", "abfss"):
+        if "account_name" not in opts:
+            account = netloc.split("@", 1)[1].split(".", 1)[0] if "@" in netloc else \
+                os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "")
+            opts["account_name"] = account
+        return pafs.AzureFileSystem(**opts)
+    if scheme == "hf":
+        try:
+            from huggingface_hub import HfFileSystem
+        except ImportError as exc:
+            raise InputError("hf:// paths need huggingface_hub: pip install huggingface_hub") \
+                from exc
+        return pafs.PyFileSystem(pafs.FSSpecHandler(HfFileSystem(**opts)))
+    raise InputError(f"{scheme}://: unsupported scheme; use one of {', '.join(SCHEMES)}")
+
+
+def resolve(url: str):
+    """``(filesystem, path inside it)`` of a URL."""
+    u = urlparse(str(url))
+    scheme = u.scheme.lower()
+    key = (scheme, u.netloc)
+    with _LOCK:
+        fs = _FS.get(key)
+        if fs is None:
+            try:
+                fs = _build(scheme, u.netloc)
+            except InputError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - bad options: one line
+                raise error(url, exc, "cannot open the filesystem") from exc
+            _FS[key] = fs
+    if scheme in ("az", "abfs", "abfss"):
+        bucket = u.netloc.split("@", 1)[0]
+    elif scheme == "hf":
+        bucket = u.netloc
+    else:
+        bucket = u.netloc
+    path = bucket + u.path
+    return fs, path.rstrip("/") if path.endswith("/") and len(path) > 1 else path
+
+
+def join(url: str, *parts: str) -> str:
+    """``url`` with ``parts`` appended by ``/``."""
+    return posixpath.join(str(url).rstrip("/"), *parts)
+
+
+def info(url: str):
+    fs, p = resolve(url)
+    try:
+        return fs.get_file_info(p)
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc) from exc
+
+
+def exists(url: str) -> bool:
+    return info(url).type != pafs.FileType.NotFound
+
+
+def isdir(url: str) -> bool:
+    """Whether ``url`` is a prefix holding objects (or a directory)."""
+    i = info(url)
+    if i.type == pafs.FileType.Directory:
+        return True
+    if i.type == pafs.FileType.File:
+        return False
+    return bool(listdir(url, quiet=True))
+
+
+def isfile(url: str) -> bool:
+    return info(url).type == pafs.FileType.File
+
+
+def size(url: str) -> int:
+    i = info(url)
+    if i.type != pafs.FileType.File:
+        raise InputError(f"{url}: no such file or directory")
+    return int(i.size)
+
+
+def mtime_ns(url: str) -> int:
+    i = info(url)
+    return int(i.mtime_ns or 0)
+
+
+def listdir(url: str, quiet: bool = False) -> list[str]:
+    """Every object below ``url`` (recursive), as URLs, sorted."""
+    fs, p = resolve(url)
+    base = str(url).rstrip("/")
+    try:
+        found = fs.get_file_info(pafs.FileSelector(p, recursive=True, allow_not_found=True))
+    except Exception as exc:  # noqa: BLE001
+        if quiet:
+            return []
+        raise error(url, exc, "cannot list") from exc
+    out = []
+    for f in found:
+        if f.type == pafs.FileType.File:
+            rel = f.path[len(p):].lstrip("/")
+            out.append(base + "/" + rel)
+    return sorted(out)
+
+
+def open_input_file(url: str):
+    """A random-access file (ranged reads) of the object ``url``."""
+    fs, p = resolve(url)
+    try:
+        return fs.open_input_file(p)
+    except FileNotFoundError as exc:
+        raise InputError(f"{url}: no such file or directory") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc) from exc
+
+
+def open_input_stream(url: str, compression=None):
+    """The object ``url`` read once, front to back, decompressed."""
+    fs, p = resolve(url)
+    try:
+        return fs.open_input_stream(p, compression=compression)
+    except FileNotFoundError as exc:
+        raise InputError(f"{url}: no such file or directory") from exc
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc) from exc
+
+
+def read_range(url: str, start: int, length: int) -> bytes:
+    f = open_input_file(url)
+    try:
+        return f.read_at(length, start)
+    finally:
+        f.close()
+
+
+def open_output_stream(url: str):
+    fs, p = resolve(url)
+    try:
+        return fs.open_output_stream(p)
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc, "cannot write") from exc
+
+
+def upload(local: str, url: str) -> None:
+    """Copy the local file ``local`` to the object ``url``."""
+    fs, p = resolve(url)
+    try:
+        pafs.copy_files(local, p, source_filesystem=pafs.LocalFileSystem(),
+                        destination_filesystem=fs)
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc, "cannot write") from exc
+
+
+def download(url: str, local: str) -> None:
+    fs, p = resolve(url)
+    os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
+    try:
+        pafs.copy_files(p, local, source_filesystem=fs,
+                        destination_filesystem=pafs.LocalFileSystem())
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc) from exc
+
+
+def copy(src: str, dst: str) -> None:
+    """Server-side copy of one object."""
+    fs, a = resolve(src)
+    _, b = resolve(dst)
+    try:
+        fs.copy_file(a, b)
+    except Exception as exc:  # noqa: BLE001
+        raise error(dst, exc, "cannot write") from exc
+
+
+def delete(url: str) -> None:
+    fs, p = resolve(url)
+    try:
+        fs.delete_file(p)
+    except FileNotFoundError:
+        pass
+    except Exception as exc:  # noqa: BLE001
+        raise error(url, exc, "cannot delete") from exc
+
+
+def open_binary(path: str):
+    """A seekable binary file of a local path or a URL."""
+    return open_input_file(path) if is_url(path) else open(path, "rb")
+
+
+def getsize(path: str) -> int:
+    """The size of a local file or of an object."""
+    return size(path) if is_url(path) else os.path.getsize(path)
+
+
+def write_bytes(url: str, data: bytes) -> None:
+    with open_output_stream(url) as f:
+        f.write(data)
+
+
+def read_bytes(url: str) -> bytes:
+    with open_input_stream(url) as f:
+        return f.read()
+
+
+__all__ = ["is_url", "local_path", "set_storage_options", "resolve", "listdir", "exists",
+           "isdir", "isfile", "size", "open_input_file", "open_input_stream", "read_range",
+           "upload", "download", "copy", "delete", "join", "error", "open_binary", "getsize"]
