@@ -18,7 +18,8 @@ from ..errors import DedupError
 from ..memory import PeakMonitor, parse_size
 from .executors import make_executor
 from .plan import Plan, make_plan
-from .store import FORMAT_VERSION, DiskStore, MemoryStore, work_dir_for
+from ..io.fs import is_url
+from .store import FORMAT_VERSION, DiskStore, MemoryStore, RemoteStore, work_dir_for
 
 log = logging.getLogger("gpu_dedup")
 
@@ -67,10 +68,10 @@ def session(name: str, key: dict, *, measured: int, budget: int, spec: str, work
             root = work_dir_for(output, work_dir, name,
                                 {"format": FORMAT_VERSION, **key, "plan": plan.key()})
             try:
-                store = DiskStore(root).open()
+                store = (RemoteStore(root) if is_url(root) else DiskStore(root)).open()
             except OSError as exc:
                 raise os_error(exc, root) from exc
-            log.info("work directory: %s", store.root)
+            log.info("work directory: %s", getattr(store, "url", store.root))
         else:
             store = MemoryStore()
         yield Session(plan, store, executor, monitor)
@@ -82,7 +83,7 @@ def session(name: str, key: dict, *, measured: int, budget: int, spec: str, work
             store.close()
     if store.kind == "disk" and not keep_work_dir:
         store.remove()
-        if work_dir is None:
+        if work_dir is None and not is_url(store.root):
             try:
                 os.rmdir(os.path.dirname(store.root))
             except OSError:

@@ -61,6 +61,9 @@ def work_dir_for(output: str | None, root: str | None, name: str, key: dict) -> 
             root = os.path.join(os.getcwd(), DEFAULT_ROOT)
         else:
             root = os.path.join(os.path.dirname(os.path.abspath(output)), DEFAULT_ROOT)
+    from ..io.fs import is_url
+    if is_url(root):
+        return f"{str(root).rstrip('/')}/{name}-{digest(key)}"
     return os.path.join(os.path.abspath(root), f"{name}-{digest(key)}")
 
 
@@ -266,3 +269,83 @@ class DiskStore:
 
     def exists(self, rel: str) -> bool:
         return os.path.exists(os.path.join(self.root, rel))
+
+
+class RemoteStore(DiskStore):
+    """A work directory on object storage (``--work-dir s3://...``).
+
+    Artifacts are written to and read from a local cache folder; a completed
+    unit's new files are uploaded, then its marker, so the remote copy only
+    ever holds complete units. A rerun (anywhere) resumes from the remote
+    markers, fetching each file on first read. The cache is removed when
+    the store closes.
+    """
+
+    def __init__(self, url: str, cache: str | None = None):
+        import tempfile
+        self.url = str(url).rstrip("/")
+        if cache is None:
+            cache = os.path.join(tempfile.gettempdir(), "gpu-dedup-cache", digest(self.url))
+        super().__init__(cache)
+        self._pending: set = set()
+        self._plock = threading.Lock()
+
+    def __getstate__(self):
+        return {"root": self.root, "url": self.url, "_lock_fd": None}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._pending = set()
+        self._plock = threading.Lock()
+
+    def close(self) -> None:
+        super().close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def remove(self) -> None:
+        from ..io import fs
+        for u in fs.listdir(self.url, quiet=True):
+            fs.delete(u)
+        self.close()
+
+    def path(self, rel: str) -> str:
+        with self._plock:
+            self._pending.add(rel)
+        return super().path(rel)
+
+    def _fetch(self, rel: str) -> str:
+        from ..io import fs
+        local = os.path.join(self.root, rel)
+        if not os.path.exists(local):
+            url = f"{self.url}/{rel}"
+            if fs.exists(url):
+                tmp = _tmp_name(local)
+                fs.download(url, tmp)
+                os.replace(tmp, local)
+        return local
+
+    def done(self, unit: str) -> dict | None:
+        self._fetch(unit + ".done")
+        return super().done(unit)
+
+    def mark_done(self, unit: str, meta: dict | None = None) -> None:
+        from ..io import fs
+        with self._plock:
+            ready = sorted(r for r in self._pending
+                           if os.path.exists(os.path.join(self.root, r)))
+            self._pending.difference_update(ready)
+        for rel in ready:
+            fs.upload(os.path.join(self.root, rel), f"{self.url}/{rel}")
+        DiskStore.save_json(self, unit + ".done", meta or {})
+        fs.upload(os.path.join(self.root, unit + ".done"), f"{self.url}/{unit}.done")
+
+    def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
+        self._fetch(rel)
+        return super().load_npy(rel, mmap)
+
+    def open_arrow(self, rel: str) -> pa.Table:
+        self._fetch(rel)
+        return super().open_arrow(rel)
+
+    def exists(self, rel: str) -> bool:
+        return os.path.exists(self._fetch(rel))

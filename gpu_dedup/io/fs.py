@@ -24,6 +24,7 @@ import posixpath
 import threading
 from urllib.parse import urlparse
 
+import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ..errors import InputError
@@ -215,7 +216,8 @@ def open_input_stream(url: str, compression=None):
     """The object ``url`` read once, front to back, decompressed."""
     fs, p = resolve(url)
     try:
-        return fs.open_input_stream(p, compression=compression)
+        stream = fs.open_input_stream(p, compression=None)
+        return pa.CompressedInputStream(stream, compression) if compression else stream
     except FileNotFoundError as exc:
         raise InputError(f"{url}: no such file or directory") from exc
     except Exception as exc:  # noqa: BLE001
@@ -233,7 +235,7 @@ def read_range(url: str, start: int, length: int) -> bytes:
 def open_output_stream(url: str):
     fs, p = resolve(url)
     try:
-        return fs.open_output_stream(p)
+        return fs.open_output_stream(p, compression=None)
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc, "cannot write") from exc
 
