@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["removals", "speed", "speed-stages", "index", "substr", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["removals", "speed", "speed-stages", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed: a million short documents and 58k real ones, beside rensa and datasketch",
@@ -26,6 +26,7 @@ TITLES = {
                     "--section speed-stages`",
     "index": "Deduplicating against an index, and contamination: `python bench/index.py`",
     "substr": "Repeated passages: `python bench/substr.py`",
+    "storage": "Object storage beside local disk: `python bench/storage.py`",
     "one-engine": "One engine: every mode, the same bytes; in-memory speed against the previous tree",
     "gpu": "One H200: `python bench/gpu_check.py`",
     "comparison-quick": "Side by side: `python bench/run.py --quick`",

@@ -219,9 +219,11 @@ def _index_config(index: str, res):
     """The index's configuration with the options given on the command line
     on top (those that define similarity must agree with it)."""
     from .index import Index
-    idx = Index(index)
-    cfg = idx.config(**res.overrides)
-    idx.check(cfg)
+    from .index.remote import local_index
+    with local_index(index, meta_only=True) as local:
+        idx = Index(local)
+        cfg = idx.config(**res.overrides)
+        idx.check(cfg)
     return cfg
 
 

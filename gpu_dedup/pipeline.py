@@ -9,6 +9,7 @@ moved into place only when complete.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -83,6 +84,23 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     cfg = (config or Config()).resolved()
     if on_bad_record not in ON_BAD_RECORD:
         raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
+    with contextlib.ExitStack() as stack:
+        if against:
+            from .index.remote import local_index
+            against = [stack.enter_context(local_index(d)) for d in against]
+        return _run_against(inputs, output, cfg, against, t_start, device=device,
+                            text_field=text_field, id_field=id_field, overwrite=overwrite,
+                            gpu_memory=gpu_memory, on_stage=on_stage, on_progress=on_progress,
+                            on_bad_record=on_bad_record, html=html, memory_limit=memory_limit,
+                            scheduler=scheduler, workers=workers, work_dir=work_dir,
+                            keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
+                            backend=backend)
+
+
+def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, id_field,
+                 overwrite, gpu_memory, on_stage, on_progress, on_bad_record, html,
+                 memory_limit, scheduler, workers, work_dir, keep_work_dir, partition_bytes,
+                 backend) -> dict:
     indexes = []
     if against:
         from .index import Index, check_mode

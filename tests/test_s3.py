@@ -201,3 +201,33 @@ def test_bad_credentials_a_missing_bucket_and_key_are_one_line_without_the_secre
     p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://no-such-bucket/out")
     assert p.returncode == 2 and "s3://no-such-bucket/out" in p.stderr
     assert s3.secret_key not in p.stderr
+
+
+def test_an_index_on_s3_builds_adds_and_deduplicates_like_a_local_one(s3, corpus, env,
+                                                                      tmp_path):
+    local, _ = corpus
+    li = str(tmp_path / "idx")
+    assert cli(s3, "index", "build", os.path.join(local, "a.jsonl"), "--index", li,
+               "-q").returncode == 0
+    ref = str(tmp_path / "ref")
+    assert cli(s3, "run", os.path.join(local, "c.parquet"), "--against", li, "-o", ref,
+               "-q", "--no-html").returncode == 0
+    s3.make_bucket("idx")
+    p = cli(s3, "index", "build", "s3://corpus/shards/a.jsonl", "--index", "s3://idx/idx", "-q")
+    assert p.returncode == 0, p.stderr
+    assert any(u.endswith("/index.json") for u in fs.listdir("s3://idx/idx"))
+    p = cli(s3, "index", "build", "s3://corpus/shards/a.jsonl", "--index", "s3://idx/idx", "-q")
+    assert p.returncode == 2 and "s3://idx/idx" in p.stderr          # never built over
+    s3.make_bucket("out6")
+    p = cli(s3, "run", "s3://corpus/shards/c.parquet", "--against", "s3://idx/idx", "-o",
+            "s3://out6/r", "-q", "--no-html")
+    assert p.returncode == 0, p.stderr
+    assert get(s3, "out6/r/clusters.parquet") == read(os.path.join(ref, "clusters.parquet"))
+    # adding an input grows the remote index as it grows a local one
+    for idx in (li, "s3://idx/idx"):
+        p = cli(s3, "index", "add", os.path.join(local, "b.jsonl.gz"), "--index", idx, "-q",
+                "--json")
+        assert p.returncode == 0, p.stderr
+    infos = [json.loads(cli(s3, "index", "info", "--index", i, "--json").stdout)
+             for i in (li, "s3://idx/idx")]
+    assert infos[0]["docs"] == infos[1]["docs"] > 0

@@ -121,7 +121,8 @@ def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,
     kept = cl.column("kept").to_numpy(zero_copy_only=False).astype(bool)
     ids = cl.column("id").combine_chunks().filter(pa.array(kept))
     del cl
-    part = idx.part_writer([os.path.abspath(p) for p in inputs])
+    from ..io.fs import is_url
+    part = idx.part_writer([p if is_url(p) else os.path.abspath(p) for p in inputs])
     try:
         done = 0
         for sh in report["inputs"]:
@@ -149,6 +150,15 @@ def build(inputs, index: str, config: Config | None = None, *, text_field: str =
 
     Returns the run's report, with ``index`` (:meth:`Index.info`).
     """
+    from .remote import local_index
+    with local_index(index, write=True, create=True) as local:
+        report = _build(inputs, local, config, text_field=text_field, id_field=id_field,
+                        **run_kw)
+    return report
+
+
+def _build(inputs, index: str, config: Config | None = None, *, text_field: str = "text",
+           id_field: str | None = "id", **run_kw) -> dict:
     from .. import pipeline
     cfg = (config or Config()).resolved()
     check_mode(cfg, "an index")
@@ -179,6 +189,13 @@ def add(inputs, index: str, *, text_field: str = "text", id_field: str | None = 
 
     Returns the run's report, with ``index`` and ``added``.
     """
+    from .remote import local_index
+    with local_index(index, write=True) as local:
+        return _add(inputs, local, text_field=text_field, id_field=id_field, **run_kw)
+
+
+def _add(inputs, index: str, *, text_field: str = "text", id_field: str | None = "id",
+         **run_kw) -> dict:
     from .. import pipeline
     idx = Index(index)
     cfg = idx.config()
@@ -198,4 +215,6 @@ def add(inputs, index: str, *, text_field: str = "text", id_field: str | None = 
 
 def info(index: str) -> dict:
     """What the index holds: documents, parts, options."""
-    return Index(index).info()
+    from .remote import local_index
+    with local_index(index, meta_only=True) as local:
+        return Index(local).info()

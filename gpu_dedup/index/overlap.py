@@ -47,6 +47,19 @@ def _candidates(q: np.ndarray, o: np.ndarray, n: int) -> tuple[np.ndarray, np.nd
 def overlap(inputs, index: str, output: str, *, threshold: float | None = None,
             text_field: str = "text", id_field: str | None = "id",
             on_bad_record: str = "error", overwrite: bool = False, backend=None) -> dict:
+    """Write the contamination report of ``inputs`` against ``index`` (a
+    folder, or a URL: copied locally for the command) into ``output``;
+    returns report.json's content."""
+    from .remote import local_index
+    with local_index(index) as local:
+        return _overlap(inputs, local, output, threshold=threshold, text_field=text_field,
+                        id_field=id_field, on_bad_record=on_bad_record, overwrite=overwrite,
+                        backend=backend)
+
+
+def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
+             text_field: str = "text", id_field: str | None = "id",
+             on_bad_record: str = "error", overwrite: bool = False, backend=None) -> dict:
     """Write the contamination report of ``inputs`` against ``index`` into
     ``output``; returns report.json's content."""
     from ..errors import ConfigError
