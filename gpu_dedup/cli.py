@@ -304,6 +304,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
                               overwrite=overwrite, gpu_memory=gpu_memory,
                               on_stage=prog.stage if prog else None,
                               on_progress=prog.fraction if prog else None,
+                              on_bytes=prog.read_bytes if prog else None,
                               on_bad_record=on_bad_record, html=html,
                               memory_limit=memory_limit, scheduler=scheduler, workers=workers,
                               work_dir=work_dir, keep_work_dir=keep_work_dir,

@@ -42,7 +42,7 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
         gpu_memory=None, on_stage=None, on_progress=None, on_bad_record: str = "error",
         html: bool = True, memory_limit=None, scheduler: str = "none", workers=None,
         work_dir=None, keep_work_dir: bool = False, partition_bytes=None,
-        backend=None, against=None) -> dict:
+        backend=None, against=None, on_bytes=None) -> dict:
     """Deduplicate ``inputs`` into ``output``; returns the report (also written
     as ``report.json``).
 
@@ -57,6 +57,8 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
         on_stage: called with each stage's name as it starts.
         on_progress: called with the fraction done of the current stage, as
             its tasks complete.
+        on_bytes: called as ``on_bytes(read, total)`` (input bytes) while the
+            inputs are read.
         on_bad_record: ``"error"`` (stop at the first bad record) or ``"skip"``
             (leave bad records out, count them and list them in the report).
         html: also write ``report.html``.
@@ -94,13 +96,13 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
                             on_bad_record=on_bad_record, html=html, memory_limit=memory_limit,
                             scheduler=scheduler, workers=workers, work_dir=work_dir,
                             keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
-                            backend=backend)
+                            backend=backend, on_bytes=on_bytes)
 
 
 def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, id_field,
                  overwrite, gpu_memory, on_stage, on_progress, on_bad_record, html,
                  memory_limit, scheduler, workers, work_dir, keep_work_dir, partition_bytes,
-                 backend) -> dict:
+                 backend, on_bytes) -> dict:
     indexes = []
     if against:
         from .index import Index, check_mode
@@ -141,7 +143,7 @@ def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, i
                     on_stage=on_stage, on_progress=on_progress, on_bad_record=on_bad_record,
                     html=html, workers=workers, work_dir=work_dir,
                     keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
-                    gpu_memory=gpu_memory)
+                    gpu_memory=gpu_memory, on_bytes=on_bytes)
     finally:
         if context_dir is not None:
             shutil.rmtree(context_dir, ignore_errors=True)
@@ -149,7 +151,7 @@ def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, i
 
 def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, context,
          against_report, *, text_field, id_field, on_stage, on_progress, on_bad_record, html,
-         workers, work_dir, keep_work_dir, partition_bytes, gpu_memory) -> dict:
+         workers, work_dir, keep_work_dir, partition_bytes, gpu_memory, on_bytes=None) -> dict:
     measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
 
     def progress(stage, done, total):
@@ -165,7 +167,7 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
         runner = Runner(cfg, be, store, executor, plan, text_field=text_field,
                         id_field=id_field, on_bad_record=on_bad_record, gpu_memory=gpu_memory,
                         on_stage=on_stage, on_progress=progress, monitor=monitor,
-                        context=context)
+                        context=context, on_bytes=on_bytes)
         try:
             runner.run(plan_reads(paths, plan.chunk_bytes))
         except OSError as exc:

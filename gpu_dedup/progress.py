@@ -72,8 +72,8 @@ class StageProgress:
                 return                      # the same stage entered again: one line
             self._finish()
             self._name = name
-            fmt = ("{desc} {percentage:3.0f}%|{bar:30}| {elapsed}" if name in FRACTION_STAGES
-                   else "{desc} {elapsed}")
+            fmt = ("{desc} {percentage:3.0f}%|{bar:30}| {elapsed}{postfix}"
+                   if name in FRACTION_STAGES else "{desc} {elapsed}")
             self._t0 = time.monotonic()
             size = shutil.get_terminal_size((100, 24))   # a pty of unknown size: 100 x 24
             self._bar = tqdm(total=100, desc=f"{name:<11}", file=self.stream, leave=True,
@@ -87,6 +87,13 @@ class StageProgress:
                 return
             n = max(0.0, min(1.0, float(f))) * 100
             self._bar.update(n - self._bar.n)
+
+    def read_bytes(self, done: int, total: int) -> None:
+        """Input bytes read so far of ``total``, shown beside the bar."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.set_postfix_str(f"{done / 1e6:,.1f} of {total / 1e6:,.1f} MB read",
+                                          refresh=False)
 
     def _finish(self):
         if self._bar is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import sys
 
@@ -72,10 +73,18 @@ def test_progress_bars_per_stage_on_a_terminal_only(tmp_path):
     src.write_text("".join(json.dumps({"id": i, "text": f"some text number {i % 7} here"}) + "\n"
                            for i in range(200)))
     tty = _TTY()
+    read = []
     with progress.StageProgress(stream=tty, delay=0) as prog:
+        def on_bytes(done, total):
+            read.append((done, total))
+            prog.read_bytes(done, total)
         run([str(src)], str(tmp_path / "out"), Config(), on_stage=prog.stage,
-            on_progress=prog.fraction)
+            on_progress=prog.fraction, on_bytes=on_bytes)
     shown = tty.getvalue()
+    # the bytes read, as the inputs are read
+    size = os.path.getsize(src)
+    assert read and read[-1] == (size, size)
+    assert f"{size / 1e6:,.1f} of {size / 1e6:,.1f} MB read" in shown
     for stage in ("prepare", "exact", "signatures", "lsh", "verify", "select", "write",
                   "report"):
         assert stage in shown, stage

@@ -91,7 +91,7 @@ class Runner:
 
     def __init__(self, cfg, backend, store, executor, plan, *, text_field="text",
                  id_field="id", on_bad_record="error", gpu_memory=None, on_stage=None,
-                 on_progress=None, monitor=None, context=None):
+                 on_progress=None, monitor=None, context=None, on_bytes=None):
         self.cfg = cfg
         self.be = backend
         self.store = store
@@ -99,6 +99,7 @@ class Runner:
         self.plan = plan
         self.on_stage = on_stage
         self.on_progress = on_progress
+        self.on_bytes = on_bytes        # (input bytes read, to read) as units are read
         self.monitor = monitor
         key = (backend.name, id(backend))
         tasks.BACKENDS[key] = backend
@@ -133,8 +134,14 @@ class Runner:
         done = [0]
         sequential = self.ex.name == "none"
 
+        read = [0]
+        to_read = sum(int(u.get("bytes", 0)) for u in items) if stage == "prepare" else 0
+
         def on_done(i, result):
             done[0] += 1
+            if to_read and self.on_bytes is not None:
+                read[0] += int(items[i].get("bytes", 0))
+                self.on_bytes(read[0], to_read)
             if stop_on_error and sequential and isinstance(result, dict) and "error" in result:
                 raise result["error"]     # in order: nothing earlier can fail any more
             if isinstance(result, dict) and result.get("reused"):

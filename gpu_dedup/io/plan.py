@@ -145,7 +145,26 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
     for i, u in enumerate(units):
         u["key"] = f"f{u['file']:05d}c{u['chunk']:06d}"
         u["order"] = i
+        u["bytes"] = _unit_bytes(u)
     return units
+
+
+def _unit_bytes(u: dict) -> int:
+    """The input bytes a read unit reads (for progress)."""
+    try:
+        if u["kind"] == "bytes":
+            return int(u["stop"] - u["start"])
+        if u["kind"] == "rowgroups":
+            md = _open_parquet(u["path"]).metadata
+            return int(sum(md.row_group(i).total_byte_size for i in u["row_groups"]))
+        if u["files"] is not None:
+            return int(sum(os.path.getsize(os.path.join(u["path"], f)) for f in u["files"]))
+        if is_datasets_folder(u["path"]):
+            return int(sum(os.path.getsize(os.path.join(u["path"], f))
+                           for f in datasets_files(u["path"])))
+        return int(getsize(resolve(u["path"])))
+    except (OSError, InputError, ValueError):
+        return 0
 
 
 # ---------------------------------------------------------------------------
