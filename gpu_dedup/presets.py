@@ -1,7 +1,9 @@
 """Presets: named configurations in TOML, and ``--config NAME|PATH``.
 
 A preset is a TOML file whose keys are :class:`gpu_dedup.config.Config`
-fields (``bands`` and ``rows`` left out means "choose them from the
+fields (and, optionally, a ``[storage]`` table: the options of the
+``s3://``/``gs://``/``az://`` filesystems, as ``--storage-options`` takes
+them, which the command line overrides) (``bands`` and ``rows`` left out means "choose them from the
 threshold"). The shipped presets (``default``, ``cookbook``, ``fineweb``,
 ``nemo``, ``slimpajama``) live in the repository's ``configs/`` folder, which
 an installed package carries as ``gpu_dedup/configs``; each names its source
@@ -91,6 +93,12 @@ def load_preset(spec: str) -> tuple[dict, str]:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    storage = values.pop("storage", None)
+    if storage is not None:
+        if not isinstance(storage, dict):
+            raise ConfigError(f"{path}: [storage] must be a table of filesystem options")
+        from .io.fs import default_storage_options
+        default_storage_options(storage)         # --storage-options, if given, wins
     for key, v in values.items():
         if key not in _TYPES:
             raise ConfigError(f"{path}: unknown key {key!r}; expected some of "

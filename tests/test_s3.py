@@ -49,7 +49,8 @@ def get(s3, key) -> bytes:
 
 
 def cli(s3, *args, env=None):
-    e = dict(os.environ, **(s3.env() if env is None else env))
+    """The command with the server's variables (or exactly the environment ``env``)."""
+    e = dict(os.environ, **s3.env()) if env is None else dict(env)
     return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
                           text=True, cwd=ROOT, env=e, timeout=600)
 
@@ -185,7 +186,7 @@ def test_substr_from_s3_to_s3_gives_the_local_bytes(s3, corpus, env, tmp_path):
 
 
 def test_bad_credentials_a_missing_bucket_and_key_are_one_line_without_the_secret(s3, corpus):
-    wrong = dict(s3.env(), AWS_SECRET_ACCESS_KEY="not-the-secret-4711")
+    wrong = {**os.environ, **s3.env(), "AWS_SECRET_ACCESS_KEY": "not-the-secret-4711"}
     p = cli(s3, "run", "s3://corpus/shards/", "-o", "/tmp/never-written", env=wrong)
     assert p.returncode == 2, p.stderr
     line = p.stderr.strip()
@@ -231,3 +232,25 @@ def test_an_index_on_s3_builds_adds_and_deduplicates_like_a_local_one(s3, corpus
     infos = [json.loads(cli(s3, "index", "info", "--index", i, "--json").stdout)
              for i in (li, "s3://idx/idx")]
     assert infos[0]["docs"] == infos[1]["docs"] > 0
+
+
+def test_storage_options_from_the_command_line_or_a_preset_table(s3, corpus, tmp_path):
+    local, ref = corpus
+    bare = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    opts = {"endpoint_override": s3.endpoint, "access_key": s3.access_key,
+            "secret_key": s3.secret_key, "region": s3.region}
+    s3.make_bucket("out7")
+    p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://out7/a", "-q", "--no-html",
+            "--storage-options", json.dumps(opts), env=bare)
+    assert p.returncode == 0, p.stderr
+    assert get(s3, "out7/a/clusters.parquet") == read(os.path.join(ref, "clusters.parquet"))
+    preset = tmp_path / "p.toml"
+    preset.write_text("threshold = 0.8\n[storage]\n" + "".join(
+        f"{k} = {json.dumps(v)}\n" for k, v in opts.items()))
+    p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://out7/b", "-q", "--no-html",
+            "--config", str(preset), env=bare)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(get(s3, f"out7/b/{SUCCESS_NAME}"))["files"]
+    # no secret in the report
+    assert s3.secret_key.encode() not in get(s3, "out7/b/report.json")
+    assert s3.secret_key.encode() not in get(s3, "out7/a/report.json")

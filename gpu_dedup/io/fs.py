@@ -48,6 +48,14 @@ def set_storage_options(options: dict | None) -> None:
         _FS.clear()
 
 
+def default_storage_options(options: dict) -> None:
+    """:func:`set_storage_options`, unless options were set already."""
+    with _LOCK:
+        given = bool(_OPTIONS)
+    if not given:
+        set_storage_options(options)
+
+
 def is_url(path) -> bool:
     """Whether ``path`` names a remote object (a known scheme)."""
     s = str(path)
