@@ -1,0 +1,141 @@
+"""The whole GPU path against the CPU, bit for bit: in memory and out of core,
+every ``--cluster`` mode, every normalization step, 64-bit signatures, and
+exact-substring deduplication.
+
+The matrix runs on a real device (marked ``gpu``: ``pytest -m gpu``, which
+fails rather than skips without one); four of its cases run here too, in
+Numba's CUDA simulator with the GPU backend's array code on NumPy, on a small
+corpus (the simulator runs a kernel thread by thread).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_gpu_backend import needs_gpu, run_simulated
+from test_staged import make_texts
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+#: (name, command-line options) of the run cases.
+CASES = [
+    ("memory-greedy-default", []),
+    ("out-of-core-greedy", ["--memory-limit", "256MiB", "--work-dir", "{work}"]),
+    ("components", ["--cluster", "components"]),
+    ("out-of-core-components", ["--cluster", "components", "--work-dir", "{work}"]),
+    ("nfkc", ["--normalize", "nfkc"]), ("lower", ["--normalize", "lower"]),
+    ("punct", ["--normalize", "punct"]), ("digits", ["--normalize", "digits"]),
+    ("ws", ["--normalize", "ws"]), ("all-steps", ["--normalize", "nfkc,lower,punct,digits,ws"]),
+    ("none", ["--normalize", "none"]),
+    ("64-bit", ["--signature-bits", "64"]),
+    ("word-shingles", ["--shingle", "word", "--ngram", "3", "--threshold", "0.6"]),
+    ("signature-similarity", ["--similarity", "signature"]),
+]
+
+
+#: The cases the simulator runs (it runs a kernel thread by thread: slow).
+SIM_CASES = ("memory-greedy-default", "out-of-core-components", "all-steps", "64-bit")
+
+
+def _texts(n):
+    texts = make_texts(n, seed=17)
+    mixed = ["Ünïcödé «text» with ¼ and ﬁ ligatures, 12 345 digits!",
+             "Ünïcödé «TEXT» with ¼ and ﬁ ligatures, 99 digits!", "日本語のテキスト、重複。",
+             "日本語のテキスト、重複!", "tabs\tand\u00a0nbsp\u3000and  double", "TABS and nbsp"]
+    return texts + mixed
+
+
+def _write(folder, texts):
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "in.jsonl")
+    with open(path, "w", encoding="utf-8") as f:
+        for i, t in enumerate(texts):
+            f.write(json.dumps({"id": f"d{i}", "text": t}, ensure_ascii=False) + "\n")
+    return path
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
+                          text=True, cwd=ROOT, timeout=900)
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("name,opts", CASES, ids=[c[0] for c in CASES])
+def test_on_the_device_every_mode_gives_the_cpu_bytes(tmp_path, name, opts):
+    src = _write(str(tmp_path), _texts(3000))
+    outs = {}
+    for device in ("cpu", "gpu"):
+        o = [x.replace("{work}", str(tmp_path / f"work-{device}")) for x in opts]
+        out = str(tmp_path / device)
+        p = _cli("run", src, "-o", out, "-q", "--device", device, *o)
+        assert p.returncode == 0, p.stderr
+        outs[device] = out
+    report = json.load(open(os.path.join(outs["gpu"], "report.json")))
+    assert report["device"].startswith("gpu"), report["device"]
+    for f in ("clusters.parquet", "pairs.parquet", "data/in.jsonl"):
+        a = open(os.path.join(outs["cpu"], f), "rb").read()
+        b = open(os.path.join(outs["gpu"], f), "rb").read()
+        assert a == b, f
+
+
+@pytest.mark.gpu
+@needs_gpu
+@pytest.mark.parametrize("unit,L", [("word", 8), ("char", 40)])
+def test_on_the_device_substr_gives_the_cpu_bytes(tmp_path, unit, L):
+    src = _write(str(tmp_path), _texts(3000))
+    for device in ("cpu", "gpu"):
+        p = _cli("substr", src, "-o", str(tmp_path / device), "-q", "--device", device,
+                 "--unit", unit, "-L", str(L))
+        assert p.returncode == 0, p.stderr
+    for f in ("spans.parquet", "documents.parquet", "data/in.jsonl"):
+        assert (tmp_path / "cpu" / f).read_bytes() == (tmp_path / "gpu" / f).read_bytes(), f
+
+
+SIM = textwrap.dedent(r'''
+    import json, os, shlex, sys, tempfile
+    sys.path.insert(0, "tests")
+    import numpy as np
+    from gpu_dedup.backend import CpuBackend
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.config import Config
+    from gpu_dedup.pipeline import run
+    from test_gpu_lane import CASES, SIM_CASES, _texts, _write
+    tmp = tempfile.mkdtemp()
+    src = _write(tmp, _texts(int(sys.argv[1])))
+    out = {}
+    for name, opts in [c for c in CASES if c[0] in SIM_CASES]:
+        kw, cfg = {}, {}
+        it = iter(opts)
+        for o in it:
+            v = next(it)
+            if o == "--memory-limit": kw["memory_limit"] = v
+            elif o == "--work-dir": kw["work_dir"] = os.path.join(tmp, "w-" + name)
+            elif o == "--normalize":
+                cfg["normalize"] = () if v == "none" else tuple(v.split(","))
+            else: cfg[o[2:].replace("-", "_")] = int(v) if v.isdigit() else (
+                float(v) if v.replace(".", "").isdigit() else v)
+        if "work_dir" in kw: kw["partition_bytes"] = "16KiB"
+        res = {}
+        for dev, be in (("cpu", CpuBackend()), ("sim", GpuBackend(xp=np))):
+            o = os.path.join(tmp, f"{name}-{dev}")
+            rep = run([src], o, Config(**cfg), backend=be, html=False, **kw)
+            res[dev] = [open(os.path.join(o, f), "rb").read() for f in
+                        ("clusters.parquet", "pairs.parquet", "data/in.jsonl")]
+            if dev == "sim": out[name + " backend"] = rep["device"]
+        out[name] = res["cpu"] == res["sim"]
+    print(json.dumps(out))
+''')
+
+
+def test_in_the_simulator_every_mode_gives_the_cpu_bytes():
+    got = run_simulated(SIM.replace("int(sys.argv[1])", "16"))
+    for name in SIM_CASES:
+        assert got[name], name
+        assert "cuda-sim" in got[name + " backend"], got[name + " backend"]
+
