@@ -69,6 +69,11 @@ class Backend(Protocol):
         """int64 per document: its length in code points."""
         ...
 
+    def normalize(self, texts, steps):
+        """The normalization ``steps`` (``gpu_dedup.stages.normalize``) of an
+        Arrow string array, as a ``large_string`` Arrow array on the host."""
+        ...
+
     def string_hashes(self, offsets, data, seed: int):
         """uint64 per string: its XXH64 with ``seed``."""
         ...
@@ -213,6 +218,10 @@ class CpuBackend:
 
     def codepoint_lengths(self, offsets, data):
         return self._k.codepoint_lengths(offsets, data)
+
+    def normalize(self, texts, steps):
+        from .stages.normalize import normalize_text
+        return normalize_text(texts, steps)
 
     # -- exact substrings -------------------------------------------------
     def string_hashes(self, offsets, data, seed: int):

@@ -519,6 +519,55 @@ class GpuBackend:
         with self._tracked():
             return self._per_document(offsets, data, self._k.codepoint_lengths)
 
+    # -- normalization ----------------------------------------------------------
+    def normalize(self, texts, steps):
+        """The normalization ``steps`` of an Arrow string array (see
+        :meth:`normalize_counted`)."""
+        return self.normalize_counted(texts, steps)[0]
+
+    def normalize_counted(self, texts, steps):
+        """``(normalized, on_host)``: ASCII documents normalized on the device
+        (``kernels.hashing.ascii_normalize_doc``), the ``on_host`` others on the
+        host (:func:`gpu_dedup.stages.normalize.normalize_text`).
+        Bit-identical to the CPU backend's."""
+        import pyarrow as pa
+
+        from .kernels.hashing import STEP_CODES
+        from .stages.normalize import normalize_text, text_buffers
+        steps = tuple(steps)
+        if not steps or len(texts) == 0:
+            return normalize_text(texts, steps), 0
+        xp = self.xp
+        with self._tracked():
+            off, data = text_buffers(texts)
+            off = np.ascontiguousarray(off, np.int64)
+            n = off.shape[0] - 1
+            codes = self._dev(np.array([STEP_CODES[s] for s in steps], np.int64))
+            d_off = self._dev(off)
+            d_data = self._dev(np.asarray(data))
+            out, lengths = self._k.ascii_normalize(xp, d_off, d_data, codes)
+            lens = np.array(self.to_host(lengths), np.int64)
+            other = np.flatnonzero(lens < 0)
+            host = None
+            if other.size:
+                host = normalize_text(texts.take(pa.array(other)), steps)
+                hoff, hdata = text_buffers(host)
+                lens[other] = np.diff(np.asarray(hoff, np.int64))
+            new_off = np.zeros(n + 1, np.int64)
+            np.cumsum(lens, out=new_off[1:])
+            dst = xp.empty(max(int(new_off[-1]), 1), dtype=xp.uint8)
+            ascii_docs = np.flatnonzero(lens >= 0) if not other.size else \
+                np.setdiff1d(np.arange(n), other)
+            self._k.copy_ranges(xp, out, self._dev(off[ascii_docs]), self._dev(lens[ascii_docs]),
+                                dst, self._dev(new_off[ascii_docs]))
+            if other.size:
+                hoff = np.asarray(hoff, np.int64)
+                self._k.copy_ranges(xp, self._dev(np.asarray(hdata)), self._dev(hoff[:-1]),
+                                    self._dev(lens[other]), dst, self._dev(new_off[other]))
+            body = np.asarray(self.to_host(dst))[:int(new_off[-1])]
+        return (pa.LargeStringArray.from_buffers(n, pa.py_buffer(new_off),
+                                                 pa.py_buffer(body.tobytes())), int(other.size))
+
     # -- exact substrings -----------------------------------------------------
     def string_hashes(self, offsets, data, seed: int):
         with self._tracked():

@@ -125,6 +125,7 @@ _doc_shingle_hashes = _shared(_cpu.doc_shingle_hashes)
 _intersect_sorted = _shared(_cpu._intersect_sorted)
 _oph_row = _shared(_hashing.oph_row)
 _roll_start = _shared(_substr.roll_start)
+_ascii_normalize_doc = _shared(_hashing.ascii_normalize_doc)
 
 
 # -- device functions -----------------------------------------------------------
@@ -488,6 +489,23 @@ def _text_hash128_kernel(offsets, data, out):
 
 
 @cuda.jit(cache=True)
+def _ascii_normalize_kernel(offsets, data, steps, nsteps, out, lengths):
+    i = cuda.grid(1)
+    if i < lengths.shape[0]:
+        lengths[i] = _ascii_normalize_doc(data, offsets[i], offsets[i + 1], steps, nsteps, out)
+
+
+@cuda.jit(cache=True)
+def _copy_ranges_kernel(src, src_start, length, dst, dst_start):
+    i = cuda.grid(1)
+    if i < length.shape[0]:
+        a = src_start[i]
+        b = dst_start[i]
+        for r in range(length[i]):
+            dst[b + r] = src[a + r]
+
+
+@cuda.jit(cache=True)
 def _string_hashes_kernel(offsets, data, seed, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
@@ -597,6 +615,27 @@ def text_hash128(xp, offsets, data):
     if n:
         _launch(_text_hash128_kernel, _blocks(n, FLAT), FLAT, offsets, data, out)
     return out
+
+
+def ascii_normalize(xp, offsets, data, steps):
+    """``(out, lengths)``: each ASCII document normalized in ``out`` at its own
+    offset, its length in ``lengths`` (-1: not ASCII, left to the host);
+    ``kernels.hashing.ascii_normalize_doc`` per document."""
+    n = offsets.shape[0] - 1
+    out = xp.empty(max(int(data.shape[0]), 1), dtype=xp.uint8)
+    lengths = xp.empty(n, dtype=xp.int64)
+    if n:
+        _launch(_ascii_normalize_kernel, _blocks(n, FLAT), FLAT, offsets, data, steps,
+                np.int64(steps.shape[0]), out, lengths)
+    return out, lengths
+
+
+def copy_ranges(xp, src, src_start, length, dst, dst_start) -> None:
+    """``dst[dst_start[i]:+length[i]] = src[src_start[i]:+length[i]]`` for each i."""
+    n = int(length.shape[0])
+    if n:
+        _launch(_copy_ranges_kernel, _blocks(n, FLAT), FLAT, src, src_start, length, dst,
+                dst_start)
 
 
 def string_hashes(xp, offsets, data, seed: int):

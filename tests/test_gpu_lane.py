@@ -139,3 +139,31 @@ def test_in_the_simulator_every_mode_gives_the_cpu_bytes():
         assert got[name], name
         assert "cuda-sim" in got[name + " backend"], got[name + " backend"]
 
+
+
+NORM = textwrap.dedent(r'''
+    import json, sys
+    import numpy as np, pyarrow as pa
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.stages.normalize import normalize_text
+    texts = ["Hello,  World! 123", "naïve café «x» 12", "TABS\tand\nlines  ", "日本語 テキスト。",
+             "", "  ", "A1B22-C333...", "ﬁ ligature ¼", "plain ascii only", "x\u00a0nbsp"]
+    arr = pa.array(texts * 3, pa.large_string())
+    be = GpuBackend(xp=np)
+    out = {}
+    for steps in (("lower",), ("punct",), ("digits",), ("ws",), ("nfkc",),
+                  ("nfkc", "lower", "ws"), ("lower", "punct", "digits", "ws"),
+                  ("ws", "punct"), ("nfkc", "lower", "punct", "digits", "ws")):
+        got, on_host = be.normalize_counted(arr, steps)
+        want = normalize_text(arr, steps)
+        out[",".join(steps)] = [got.equals(want), on_host]
+    print(json.dumps(out))
+''')
+
+
+def test_in_the_simulator_normalization_runs_on_the_device_for_ascii_documents():
+    got = run_simulated(NORM)
+    non_ascii = 3 * 4                # the documents with a code point above 127
+    for steps, (same, on_host) in got.items():
+        assert same, steps
+        assert on_host == non_ascii, (steps, on_host)

@@ -733,6 +733,10 @@ class Runner:
             "removed_similarity": m["removed_similarity"],
             "chaining": m.get("chaining"),
         }
+        hosted = [c.get("host_normalized") for c in self.chunks
+                  if not (self.C and c["file"] == 0)]
+        stats["normalized_on_host"] = (None if not hosted or any(h is None for h in hosted)
+                                       else int(sum(hosted)))
         peak = getattr(self.be, "peak_device_bytes", None)
         if callable(peak):
             stats["device_peak_bytes"] = peak()

@@ -46,7 +46,7 @@ from ..kernels import cpu as cpu_kernels
 from ..kernels import substr as K
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
-from ..stages.normalize import normalize_text, text_buffers
+from ..stages.normalize import text_buffers
 from .runner import ROW_GROUP, Runner, _RowGroups
 from .tasks import Ctx, backend_of, chunk_ids, chunk_meta, gather_ids, host, read_unit
 
@@ -125,7 +125,7 @@ def unit_hashes(be, units: pa.Array, normalize, seed: int):
     idx = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     vocab = enc.dictionary
     if normalize:
-        again = pc.dictionary_encode(normalize_text(vocab, normalize))
+        again = pc.dictionary_encode(be.normalize(vocab, normalize))
         idx = again.indices.to_numpy(zero_copy_only=False).astype(np.int64)[idx]
         vocab = again.dictionary
     vocab = vocab.cast(pa.large_string())

@@ -42,7 +42,7 @@ from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunk
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
 from ..stages.lsh import distinct_buckets, unpack_edges
-from ..stages.normalize import normalize_text, text_buffers
+from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from .plan import Plan
 
@@ -109,7 +109,11 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     roff, rdata = text_buffers(texts)
     if cfg.keep == "longest":        # first: a device keeps the normalized text afterwards
         st.save_npy(f"prep/{key}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
-    norm = normalize_text(texts, cfg.normalize)
+    counted = getattr(be, "normalize_counted", None)
+    if counted is not None:            # a device: how many documents went to the host
+        norm, on_host = counted(texts, cfg.normalize)
+    else:
+        norm, on_host = be.normalize(texts, cfg.normalize), None
     st.save_arrow(f"prep/{key}/text.arrow", {"text": norm})
     off, data = st.buffers(f"prep/{key}/text.arrow")
     active = host(be, be.has_shingles(off, data, word)).astype(bool)
@@ -125,7 +129,7 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
     meta = chunk_meta(unit, key, d, n)
     meta.update(active=int(active.sum()), text_bytes=int(data.size if n else 0),
-                raw_bytes=int(rdata.size if n else 0))
+                raw_bytes=int(rdata.size if n else 0), host_normalized=on_host)
     st.mark_done(f"prep/{key}", meta)
     return meta
 
