@@ -387,6 +387,23 @@ class GpuBackend:
             "verification": f"Numba CUDA shingle sets, sorted per document with {mod}; "
                             "Numba CUDA thread per edge",
             "components": self._components,
+            # each stage of a run, and where it runs (doctor and report.json)
+            "stages": {
+                "normalization": "device for ASCII documents (lower, punct, digits, ws; NFKC "
+                                 "is the identity there); host for documents with other code "
+                                 "points (report.json counts them)",
+                "exact grouping": "fingerprints on the device; grouping on the host (hash "
+                                  "table of the 128-bit fingerprints)",
+                "signatures": "device",
+                "band keys": "device",
+                "bucketing": f"device ({self._grouping}); groups too large for the device "
+                             f"budget merged on the host",
+                "selection": "host (greedy rounds in NumPy)",
+                "verification": "device",
+                "components": self._components,
+                "substr": "device: unit and window hashes and sorts; host: unit cutting, "
+                          "collision checks, spans",
+            },
         }
 
     def release(self) -> None:

@@ -304,8 +304,10 @@ def main(echo, n_docs: int | None = None) -> int:
     cpu = CpuBackend()
     info = gpu.describe()
     echo("stages on this machine:")
-    for key in ("signatures", "band_keys", "grouping", "verification", "components"):
-        echo(f"  {key}: {info[key]}")
+    for key, where in info["stages"].items():
+        echo(f"  {key}: {where}")
+    for key in ("signatures", "grouping"):
+        echo(f"  ({key}: {info[key]})")
     if simulated:
         echo("mode: Numba CUDA simulator (NUMBA_ENABLE_CUDASIM=1): the CUDA kernels run as "
              "Python on the host, with NumPy in place of CuPy")
@@ -323,6 +325,13 @@ def main(echo, n_docs: int | None = None) -> int:
          f"{N - len(texts)} more with malformed UTF-8 ({int(offsets[-1]):,} bytes)")
     cmp = Comparison(echo)
     h = gpu.to_host
+    for steps in (("nfkc", "lower", "ws"), ("lower", "punct", "digits", "ws")):
+        raw = pa.array(planted_texts(n_docs, seed=3, max_words=10 if simulated else 80)
+                       + ["naïve café «x»", "日本語", "TABS\tand  spaces 123"], pa.large_string())
+        got, on_host = gpu.normalize_counted(raw, steps)
+        cmp.check(f"normalization ({','.join(steps)})", np.frombuffer(got.buffers()[2], np.uint8),
+                  np.frombuffer(cpu.normalize(raw, steps).buffers()[2], np.uint8),
+                  f"{len(raw) - on_host} documents on the device, {on_host} on the host")
     for word in (False, True):
         mode = "word" if word else "char"
         cmp.check(f"has_shingles ({mode})", h(gpu.has_shingles(offsets, data, word)),
