@@ -74,6 +74,11 @@ class Backend(Protocol):
         Arrow string array, as a ``large_string`` Arrow array on the host."""
         ...
 
+    def exact_representatives(self, fp, active):
+        """int64 per row of ``fp`` (``N x 2`` uint64): the first active row
+        with the same fingerprint, ``-1`` for inactive rows."""
+        ...
+
     def string_hashes(self, offsets, data, seed: int):
         """uint64 per string: its XXH64 with ``seed``."""
         ...
@@ -222,6 +227,10 @@ class CpuBackend:
     def normalize(self, texts, steps):
         from .stages.normalize import normalize_text
         return normalize_text(texts, steps)
+
+    def exact_representatives(self, fp, active):
+        from .stages.exact import exact_representatives
+        return exact_representatives(fp, active)
 
     # -- exact substrings -------------------------------------------------
     def string_hashes(self, offsets, data, seed: int):

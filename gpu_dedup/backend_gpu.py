@@ -293,6 +293,27 @@ def segment_edges_frame(frames, xp, keys, docs, seg):
                                  xp.asarray(df["seg"].values, dtype=xp.int64)))
 
 
+def exact_representatives_sorted(xp, fp, active):
+    """For each row of ``fp`` (``N x 2`` uint64 fingerprints), the index of the
+    first active row equal to it, ``-1`` for inactive rows, from a stable sort
+    in the array module ``xp``: equal to
+    ``gpu_dedup.stages.exact.exact_representatives``."""
+    n = int(fp.shape[0])
+    rep = xp.full(n, -1, dtype=xp.int64)
+    idx = xp.flatnonzero(xp.asarray(active, dtype=xp.bool_))
+    if int(idx.shape[0]) == 0:
+        return rep
+    a, b = fp[idx, 0], fp[idx, 1]
+    order = xp.lexsort(xp.stack([b, a]))          # stable: equal rows keep index order
+    a, b, members = a[order], b[order], idx[order]
+    start = xp.ones(int(order.shape[0]), dtype=xp.bool_)
+    start[1:] = (a[1:] != a[:-1]) | (b[1:] != b[:-1])
+    group = xp.cumsum(start) - 1
+    first = members[xp.flatnonzero(start)]
+    rep[members] = first[group]
+    return rep
+
+
 def segment_buckets_sorted(xp, keys, docs, seg):
     """The buckets of two or more members of several key segments, from a
     stable sort by (segment, key) in the array module ``xp``: equal to
@@ -392,8 +413,8 @@ class GpuBackend:
                 "normalization": "device for ASCII documents (lower, punct, digits, ws; NFKC "
                                  "is the identity there); host for documents with other code "
                                  "points (report.json counts them)",
-                "exact grouping": "fingerprints on the device; grouping on the host (hash "
-                                  "table of the 128-bit fingerprints)",
+                "exact grouping": f"device: fingerprints, and a stable sort of them with "
+                                  f"{'NumPy (simulated device)' if self._simulated else 'CuPy'}",
                 "signatures": "device",
                 "band keys": "device",
                 "bucketing": f"device ({self._grouping}); groups too large for the device "
@@ -535,6 +556,13 @@ class GpuBackend:
     def codepoint_lengths(self, offsets, data):
         with self._tracked():
             return self._per_document(offsets, data, self._k.codepoint_lengths)
+
+    # -- exact duplicates -------------------------------------------------------
+    def exact_representatives(self, fp, active):
+        """The first active document with each fingerprint, by a device sort."""
+        with self._tracked():
+            return exact_representatives_sorted(self.xp, self._dev(np.asarray(fp, np.uint64)),
+                                                self._dev(np.asarray(active, bool)))
 
     # -- normalization ----------------------------------------------------------
     def normalize(self, texts, steps):

@@ -167,3 +167,26 @@ def test_in_the_simulator_normalization_runs_on_the_device_for_ascii_documents()
     for steps, (same, on_host) in got.items():
         assert same, steps
         assert on_host == non_ascii, (steps, on_host)
+
+
+@pytest.mark.parametrize("xp", [pytest.param("numpy", id="numpy"),
+                                pytest.param("cupy", id="cupy",
+                                             marks=[pytest.mark.gpu, needs_gpu])])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_grouping_by_a_device_sort_equals_the_cpu_hash_table(xp, seed):
+    import numpy as np
+
+    from gpu_dedup.backend_gpu import exact_representatives_sorted
+    from gpu_dedup.stages.exact import exact_representatives
+    xp = __import__(xp)
+    rng = np.random.default_rng(seed)
+    n = 5000
+    pool = rng.integers(0, 2 ** 63, size=(300, 2), dtype=np.uint64)
+    fp = pool[rng.integers(0, 300, size=n)]
+    fp[rng.random(n) < 0.3, 1] ^= np.uint64(1)            # same first word, other second
+    active = rng.random(n) > 0.1
+    want = exact_representatives(fp, active)
+    got = exact_representatives_sorted(xp, xp.asarray(fp), xp.asarray(active))
+    got = got.get() if hasattr(got, "get") else got
+    assert (want != np.arange(n)).sum() > 1000 and (want == -1).sum() > 100
+    np.testing.assert_array_equal(got, want)

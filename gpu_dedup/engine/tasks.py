@@ -254,7 +254,8 @@ def task_exact(item: tuple, ctx: Ctx) -> dict:
     ix = np.concatenate(idx) if idx else np.zeros(0, np.int64)
     del fps, idx
     if ctx.cfg.exact and ix.size:
-        rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]
+        be = backend_of(ctx)
+        rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
     else:
         rep = ix
     del fp
