@@ -83,8 +83,6 @@ def build_report(runner, seconds: dict, device: str, outputs: dict, *,
             "fuzzy_removed": s["fuzzy_removed"],
             "without_shingles": s["documents_without_shingles"],
             "invalid_utf8_replaced": sum(sh["invalid_utf8"] for sh in shards),
-            # on a device: documents whose normalization needed the host (not ASCII)
-            "normalized_on_host": s.get("normalized_on_host"),
         },
         "clusters": {"total": s["clusters"], "with_duplicates": s["duplicate_clusters"]},
         "edges": {

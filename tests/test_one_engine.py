@@ -175,6 +175,9 @@ def test_gpu_backend_under_the_simulator(tmp_path):
     assert report["work"]["store"] == "disk"
     assert report["work"]["units"]["signatures"] > 1
     assert_same_run(ref, ref_report, out, report)
+    # the device normalized the ASCII documents and counted the others
+    assert ref_report["work"]["normalized_on_host"] is None
+    assert 0 <= report["work"]["normalized_on_host"] < report["documents"]["in"]
 
 
 def _cfg_dict(cfg: Config) -> dict:
