@@ -44,7 +44,6 @@ import numpy as np
 from .arrays import concat_csr, unique
 from .errors import DeviceError
 from .memory import parse_memory  # noqa: F401  (re-exported)
-from .stages.components import scipy_components
 from .stages.lsh import take_buckets
 
 log = logging.getLogger("gpu_dedup")
@@ -293,6 +292,42 @@ def segment_edges_frame(frames, xp, keys, docs, seg):
                                  xp.asarray(df["seg"].values, dtype=xp.int64)))
 
 
+def _scatter_min(xp, target, idx, values) -> None:
+    if xp is np:
+        np.minimum.at(target, idx, values)
+    else:
+        import cupyx
+        cupyx.scatter_min(target, idx, values)
+
+
+def components_propagation(xp, n: int, ea, eb):
+    """Connected-component labels of ``n`` nodes and the edges ``ea``-``eb``
+    in the array module ``xp``: every node ends with the smallest node of its
+    component, by rounds of minimum-label hooking over the edges and pointer
+    jumping (no edge list leaves the device)."""
+    labels = xp.arange(n, dtype=xp.int64)
+    if int(ea.shape[0]) == 0:
+        return labels
+    ea = xp.asarray(ea, dtype=xp.int64)
+    eb = xp.asarray(eb, dtype=xp.int64)
+    while True:
+        la, lb = labels[ea], labels[eb]
+        m = xp.minimum(la, lb)
+        new = labels.copy()
+        _scatter_min(xp, new, la, m)          # hook the roots, then every node
+        _scatter_min(xp, new, lb, m)
+        _scatter_min(xp, new, ea, m)
+        _scatter_min(xp, new, eb, m)
+        while True:                           # pointer jumping to the roots
+            nxt = new[new]
+            if bool((nxt == new).all()):
+                break
+            new = nxt
+        if bool((new == labels).all()):
+            return labels
+        labels = new
+
+
 def exact_representatives_sorted(xp, fp, active):
     """For each row of ``fp`` (``N x 2`` uint64 fingerprints), the index of the
     first active row equal to it, ``-1`` for inactive rows, from a stable sort
@@ -391,7 +426,8 @@ class GpuBackend:
                           else f"{mod} stable sort per band")
         self._components = ("cuGraph weakly connected components"
                             if not self._simulated and rapids_available("cugraph")
-                            else "scipy.sparse.csgraph on the host")
+                            else f"label propagation on the device ({mod} scatter-min and "
+                                 f"pointer jumping)")
 
     # -- bookkeeping ---------------------------------------------------------
     def describe(self) -> dict:
@@ -886,18 +922,20 @@ class GpuBackend:
 
     # -- clusters ------------------------------------------------------------
     def components(self, n: int, ea, eb):
-        """Connected-component label of each of ``n`` nodes, on the host
-        (labels differ from the CPU's; the engine relabels clusters by their
-        smallest member): cuGraph when it imports, else SciPy."""
-        ea = np.asarray(self.to_host(ea), dtype=np.int64)
-        eb = np.asarray(self.to_host(eb), dtype=np.int64)
-        if self._components.startswith("cuGraph") and ea.size:
+        """Connected-component label of each of ``n`` nodes (labels may differ
+        from the CPU's; the engine relabels clusters by their smallest member):
+        cuGraph when it imports, else label propagation on the device."""
+        if self._components.startswith("cuGraph") and int(ea.shape[0]):
             try:
                 with self._tracked():
-                    return _cugraph_components(n, ea, eb)
-            except Exception as exc:  # keep the run going on the exact host path
-                log.warning("cuGraph components failed (%s); using SciPy", _one_line(exc))
-        return scipy_components(n, ea, eb)
+                    return _cugraph_components(n, np.asarray(self.to_host(ea), np.int64),
+                                               np.asarray(self.to_host(eb), np.int64))
+            except Exception as exc:  # keep the run going on the device path
+                log.warning("cuGraph components failed (%s); using label propagation",
+                            _one_line(exc))
+        with self._tracked():
+            return np.asarray(self.to_host(components_propagation(
+                self.xp, int(n), self._dev(ea), self._dev(eb))), np.int64)
 
 
 def _gather_text(offsets, data, docs):

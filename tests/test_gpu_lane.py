@@ -190,3 +190,29 @@ def test_exact_grouping_by_a_device_sort_equals_the_cpu_hash_table(xp, seed):
     got = got.get() if hasattr(got, "get") else got
     assert (want != np.arange(n)).sum() > 1000 and (want == -1).sum() > 100
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("xp", [pytest.param("numpy", id="numpy"),
+                                pytest.param("cupy", id="cupy",
+                                             marks=[pytest.mark.gpu, needs_gpu])])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_components_by_label_propagation_equal_scipys(xp, seed):
+    import numpy as np
+
+    from gpu_dedup.backend_gpu import components_propagation
+    from gpu_dedup.stages.components import scipy_components
+    xp = __import__(xp)
+    rng = np.random.default_rng(seed)
+    n = 3000
+    m = [0, 1200, 5000][seed]
+    ea = rng.integers(0, n, m)
+    eb = rng.integers(0, n, m)
+    chain = np.arange(0, 400)                      # a long path: many rounds of hooking
+    ea, eb = np.concatenate([ea, chain[1:]]), np.concatenate([eb, chain[:-1]])
+    got = components_propagation(xp, n, xp.asarray(ea), xp.asarray(eb))
+    got = got.get() if hasattr(got, "get") else got
+    want = scipy_components(n, ea, eb)
+    smallest = np.full(want.max() + 1, n)
+    np.minimum.at(smallest, want, np.arange(n))
+    np.testing.assert_array_equal(got, smallest[want])     # each node: its component's least
+    assert len(np.unique(got)) < n
