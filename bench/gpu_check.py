@@ -15,8 +15,14 @@ PYTHONPATH, in well under 8 minutes, and prints one Markdown table:
   signatures, in GB/s of text and documents/s (median of 3, after warm-up);
 * band keys and bucket collisions on those signatures, and the host-to-device
   copy bandwidth, as ceilings to read the figures against;
+* the device's memory bandwidth (a device-to-device copy), a ceiling beside
+  the host-to-device copy;
 * end to end (``deduplicate``) from an Arrow table in host memory: 1 KB
-  documents with planted near-duplicates, with and without normalization;
+  documents with planted near-duplicates, with and without the default
+  normalization, with each stage's GB/s of text;
+* out of core from disk: ``gpu-dedup run``'s engine over a JSONL file of 10
+  million ~200-byte documents under a host budget that puts the run on the
+  work directory, documents/s with the disk included;
 * the peak device memory held by CuPy's allocator.
 
 Every figure comes with what it measured. A section that fails prints its
@@ -180,15 +186,16 @@ def main(argv=None) -> int:
     from gpu_dedup.stages.signatures import hash_params
 
     if args.simulate:
-        sizes = dict(identity=20, throughput=6, e2e=16, mean_len=120, warm=16)
+        sizes = dict(identity=20, throughput=6, e2e=16, mean_len=120, warm=16, ooc=24)
         K = 16
         args.repeats = 1
     elif args.quick:
-        sizes = dict(identity=20_000, throughput=200_000, e2e=200_000, mean_len=2048, warm=300)
+        sizes = dict(identity=20_000, throughput=200_000, e2e=200_000, mean_len=2048, warm=300,
+                     ooc=2_000_000)
         K = 128
     else:
         sizes = dict(identity=100_000, throughput=1_000_000, e2e=1_000_000, mean_len=2048,
-                     warm=300)
+                     warm=300, ooc=10_000_000)
         K = 128
     sizes["identity"] = args.identity_docs or sizes["identity"]
     sizes["throughput"] = args.throughput_docs or sizes["throughput"]
@@ -315,7 +322,20 @@ def main(argv=None) -> int:
         del dev
     section("throughput", 40 if not args.quick else 15, throughput)
 
-    # 4. end to end from an Arrow table in host memory
+    # 4. the device's own memory bandwidth, a ceiling for every stage
+    def bandwidth():
+        nbytes = (1 << 20) if args.simulate else (4 << 30)
+        a = xp.ones(nbytes // 8, dtype=xp.uint64)
+        b = xp.empty_like(a)
+        secs, _ = _timed(partial(xp.copyto, b, a), xp, args.repeats)
+        bw = 2 * nbytes / secs / 1e9
+        table.figures["device_copy_gbps"] = bw
+        table.add("device memory bandwidth (copy: read + write)", f"{bw:,.0f} GB/s", "",
+                  f"{_gb(nbytes)} copied on the device; an H200's nominal peak is 4,800 GB/s")
+        del a, b
+    section("bandwidth", 10, bandwidth)
+
+    # 5. end to end from an Arrow table in host memory
     def end_to_end():
         n = sizes["e2e"]
         arr = host_corpus(n, doc_len=1024 if not args.simulate else 120)
@@ -331,6 +351,12 @@ def main(argv=None) -> int:
             stages = ", ".join(f"{k} {v:.2f}s" for k, v in res.seconds.items())
             label = "none" if not norm else ",".join(norm)
             table.figures[f"e2e_{label}_docs_per_s"] = n / secs
+            per_stage = {k: arr.nbytes / v / 1e9 for k, v in res.seconds.items() if v > 0}
+            table.figures[f"e2e_{label}_stage_gbps"] = per_stage
+            table.add(f"end to end, normalize {label}: GB/s of text per stage", "",
+                      f"{arr.nbytes / secs / 1e9:.2f} GB/s overall",
+                      ", ".join(f"{k} {v:.2f}" for k, v in per_stage.items())
+                      + "; beside the device copy and the host-to-device copy above")
             table.add(f"end to end from host Arrow, normalize {label}",
                       f"{_rate(n, secs)} docs/s", f"{secs:.2f} s",
                       f"{n:,} x {len(arr[0].as_py())} B docs, K={K}, "
@@ -340,6 +366,50 @@ def main(argv=None) -> int:
             status.setdefault("peak", 0)
             status["peak"] = max(status["peak"], res.stats.get("device_peak_bytes", 0))
     section("end to end", 60 if not args.quick else 20, end_to_end)
+
+    # 6. out of core from disk
+    def out_of_core():
+        import shutil
+        import tempfile
+
+        from gpu_dedup.pipeline import run
+        n = sizes["ooc"]
+        doc_len = 80 if args.simulate else 200
+        tmp = tempfile.mkdtemp(prefix="gpu-check-ooc-")
+        try:
+            path = os.path.join(tmp, "docs.jsonl")
+            t = time.perf_counter()
+            with open(path, "wb") as f:
+                for s0 in range(0, n, 1_000_000):
+                    k = min(1_000_000, n - s0)
+                    arr = host_corpus(k, doc_len=doc_len, seed=11 + s0)
+                    body = np.frombuffer(arr.buffers()[2], np.uint8).reshape(k, doc_len)
+                    pre, post = b'{"text": "', b'"}\n'
+                    rows = np.empty((k, len(pre) + doc_len + len(post)), np.uint8)
+                    rows[:, :len(pre)] = np.frombuffer(pre, np.uint8)
+                    rows[:, len(pre):len(pre) + doc_len] = body
+                    rows[:, len(pre) + doc_len:] = np.frombuffer(post, np.uint8)
+                    f.write(rows.tobytes())
+            written = time.perf_counter() - t
+            size = os.path.getsize(path)
+            be = GpuBackend(xp=np) if args.simulate else GpuBackend()
+            t = time.perf_counter()
+            rep = run([path], os.path.join(tmp, "out"), Config(num_perm=K, threshold=0.8),
+                      backend=be, html=False, id_field=None,
+                      memory_limit="300MiB" if args.simulate else "16GiB",
+                      work_dir=os.path.join(tmp, "work"),
+                      partition_bytes="16KiB" if args.simulate else None)
+            secs = time.perf_counter() - t
+            table.figures["ooc_docs_per_s"] = n / secs
+            stages = ", ".join(f"{k} {v:.1f}s" for k, v in rep["seconds"].items())
+            table.add(f"out of core from disk, {n:,} docs", f"{_rate(n, secs)} docs/s",
+                      f"{secs:.1f} s",
+                      f"{_gb(size)} JSONL (written in {written:.0f} s), {rep['work']['store']} "
+                      f"store, {rep['work']['chunks']} chunks, removed "
+                      f"{rep['documents']['removed']:,}; {stages}")
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    section("out of core", 20 if args.simulate else 120, out_of_core)
 
     peak = max(status.get("peak", 0), gpu.peak_device_bytes())
     table.figures["peak_device_bytes"] = peak
