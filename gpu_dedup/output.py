@@ -133,6 +133,12 @@ def _size(path: str) -> tuple[str, int, int]:
     return "file", os.lstat(path).st_size, 1
 
 
+def _appeared(path: str, what: str, name: str) -> InputError:
+    return InputError(f"{path}: output {what} is no longer empty ({name} appeared while this "
+                      f"run was working); nothing was written; pass --overwrite or choose "
+                      f"another --output")
+
+
 def _one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -406,10 +412,7 @@ class OutputDir:
             if not self.overwrite:
                 foreign = self._foreign(target)
                 if foreign:
-                    raise InputError(
-                        f"{self.path}: output directory is no longer empty ({foreign[0]} "
-                        f"appeared while this run was working); nothing was written; pass "
-                        f"--overwrite or choose another --output")
+                    raise _appeared(self.path, "directory", foreign[0])
                 doomed = []
             else:
                 doomed = sorted(set(self._previous_entries(target))
@@ -599,10 +602,7 @@ class RemoteOutputDir(OutputDir):
             if not self.overwrite:
                 foreign = self._foreign_names(listing)
                 if foreign:
-                    raise InputError(
-                        f"{self.path}: output prefix is no longer empty ({foreign[0]} appeared "
-                        f"while this run was working); nothing was written; pass --overwrite "
-                        f"or choose another --output")
+                    raise _appeared(self.path, "prefix", foreign[0])
             tmp = f"{self.path}/{STAGING_PREFIX}{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
             files = []
             for n in names:

@@ -38,6 +38,10 @@ CASES = [
 ]
 
 
+#: The array modules of the backend's array code: NumPy here, CuPy on a device.
+ARRAY_MODULES = [pytest.param("numpy", id="numpy"),
+                 pytest.param("cupy", id="cupy", marks=[pytest.mark.gpu, needs_gpu])]
+
 #: The cases the simulator runs (it runs a kernel thread by thread: slow).
 SIM_CASES = ("memory-greedy-default", "out-of-core-components", "all-steps", "64-bit")
 
@@ -169,9 +173,7 @@ def test_in_the_simulator_normalization_runs_on_the_device_for_ascii_documents()
         assert on_host == non_ascii, (steps, on_host)
 
 
-@pytest.mark.parametrize("xp", [pytest.param("numpy", id="numpy"),
-                                pytest.param("cupy", id="cupy",
-                                             marks=[pytest.mark.gpu, needs_gpu])])
+@pytest.mark.parametrize("xp", ARRAY_MODULES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_exact_grouping_by_a_device_sort_equals_the_cpu_hash_table(xp, seed):
     import numpy as np
@@ -192,9 +194,7 @@ def test_exact_grouping_by_a_device_sort_equals_the_cpu_hash_table(xp, seed):
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("xp", [pytest.param("numpy", id="numpy"),
-                                pytest.param("cupy", id="cupy",
-                                             marks=[pytest.mark.gpu, needs_gpu])])
+@pytest.mark.parametrize("xp", ARRAY_MODULES)
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_components_by_label_propagation_equal_scipys(xp, seed):
     import numpy as np
