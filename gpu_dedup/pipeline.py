@@ -19,16 +19,13 @@ import time
 
 from .backend import get_backend
 from .config import Config
-from .engine.executors import parse_scheduler
-from .engine.plan import check_budget
 from .engine.runner import Runner
-from .engine.session import os_error, session
+from .engine.session import open_run, os_error, session
 from .errors import ConfigError
 from .io.identity import input_identity
 from .io.plan import input_bytes, plan_reads
-from .io.sources import ON_BAD_RECORD, expand_inputs, group_inputs
-from .memory import default_budget, format_size, parse_size
-from .output import OutputDir
+from .io.sources import ON_BAD_RECORD, group_inputs
+from .memory import format_size
 from .report import build_report
 
 log = logging.getLogger("gpu_dedup")
@@ -110,13 +107,8 @@ def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, i
         indexes = [Index(d) for d in against]
         for idx in indexes:
             idx.check(cfg)
-    paths = expand_inputs(inputs)
-    out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite,
-                    work_dir=work_dir)
-    out.check()
-    budget = parse_size(memory_limit) if memory_limit is not None else default_budget()
-    check_budget(budget)
-    spec = parse_scheduler(scheduler)
+    paths, out, budget, spec = open_run(inputs, output, overwrite=overwrite, work_dir=work_dir,
+                                        memory_limit=memory_limit, scheduler=scheduler)
     if backend is not None:
         be, device_line = backend, f"device: {backend.name} (given)"
     else:

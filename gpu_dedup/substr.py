@@ -150,29 +150,21 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
     import time
 
     from .backend import get_backend
-    from .engine.executors import parse_scheduler
-    from .engine.plan import check_budget
-    from .engine.session import os_error, session
+    from .engine.session import open_run, os_error, session
     from .engine.substr import CHUNK_SHARE, MEMORY_PER_BYTE, SubstrRunner, dump_json, \
         report_dict
     from .io.identity import input_identity
     from .io.plan import input_bytes, plan_reads
-    from .io.sources import ON_BAD_RECORD, expand_inputs, group_inputs
-    from .memory import default_budget, format_size, parse_size
-    from .output import OutputDir
+    from .io.sources import ON_BAD_RECORD, group_inputs
+    from .memory import format_size
     t0 = time.perf_counter()
     check_options(unit, min_length, keep)
     if not isinstance(min_doc_length, int) or min_doc_length < 0:
         raise ConfigError(f"--min-doc-length must be 0 or more units, got {min_doc_length!r}")
     if on_bad_record not in ON_BAD_RECORD:
         raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
-    paths = expand_inputs(inputs)
-    out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite,
-                    work_dir=work_dir)
-    out.check()
-    budget = parse_size(memory_limit) if memory_limit is not None else default_budget()
-    check_budget(budget)
-    spec = parse_scheduler(scheduler)
+    paths, out, budget, spec = open_run(inputs, output, overwrite=overwrite, work_dir=work_dir,
+                                        memory_limit=memory_limit, scheduler=scheduler)
     be, device_line = get_backend(device)
     groups = group_inputs(paths)
     for p, files in groups:

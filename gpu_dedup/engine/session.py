@@ -30,6 +30,24 @@ def os_error(exc: OSError, where: str) -> DedupError:
     return DedupError(f"{path}: {exc.strerror or exc}")
 
 
+def open_run(inputs, output, *, overwrite: bool, work_dir, memory_limit, scheduler):
+    """What every command that runs the engine over files starts with: the
+    inputs expanded, the output directory checked, the budget and the
+    scheduler; ``(paths, OutputDir, budget, scheduler spec)``."""
+    from ..io.sources import expand_inputs
+    from ..memory import default_budget
+    from ..output import OutputDir
+    from .executors import parse_scheduler
+    from .plan import check_budget
+    paths = expand_inputs(inputs)
+    out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite,
+                    work_dir=work_dir)
+    out.check()
+    budget = parse_size(memory_limit) if memory_limit is not None else default_budget()
+    check_budget(budget)
+    return paths, out, budget, parse_scheduler(scheduler)
+
+
 @dataclass
 class Session:
     plan: Plan
