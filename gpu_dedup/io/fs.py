@@ -20,7 +20,6 @@ paths at once). For a URL:
 from __future__ import annotations
 
 import os
-import posixpath
 import threading
 from urllib.parse import urlparse
 
@@ -138,19 +137,10 @@ def resolve(url: str):
             except Exception as exc:  # noqa: BLE001 - bad options: one line
                 raise error(url, exc, "cannot open the filesystem") from exc
             _FS[key] = fs
-    if scheme in ("az", "abfs", "abfss"):
-        bucket = u.netloc.split("@", 1)[0]
-    elif scheme == "hf":
-        bucket = u.netloc
-    else:
-        bucket = u.netloc
+    # az://container@account...: the container is the top folder
+    bucket = u.netloc.split("@", 1)[0] if scheme in ("az", "abfs", "abfss") else u.netloc
     path = bucket + u.path
-    return fs, path.rstrip("/") if path.endswith("/") and len(path) > 1 else path
-
-
-def join(url: str, *parts: str) -> str:
-    """``url`` with ``parts`` appended by ``/``."""
-    return posixpath.join(str(url).rstrip("/"), *parts)
+    return fs, path.rstrip("/") or path
 
 
 def info(url: str):
@@ -163,20 +153,6 @@ def info(url: str):
 
 def exists(url: str) -> bool:
     return info(url).type != pafs.FileType.NotFound
-
-
-def isdir(url: str) -> bool:
-    """Whether ``url`` is a prefix holding objects (or a directory)."""
-    i = info(url)
-    if i.type == pafs.FileType.Directory:
-        return True
-    if i.type == pafs.FileType.File:
-        return False
-    return bool(listdir(url, quiet=True))
-
-
-def isfile(url: str) -> bool:
-    return info(url).type == pafs.FileType.File
 
 
 def size(url: str) -> int:
@@ -230,14 +206,6 @@ def open_input_stream(url: str, compression=None):
         raise InputError(f"{url}: no such file or directory") from exc
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc) from exc
-
-
-def read_range(url: str, start: int, length: int) -> bytes:
-    f = open_input_file(url)
-    try:
-        return f.read_at(length, start)
-    finally:
-        f.close()
 
 
 def open_output_stream(url: str):
@@ -308,6 +276,7 @@ def read_bytes(url: str) -> bytes:
         return f.read()
 
 
-__all__ = ["is_url", "local_path", "set_storage_options", "resolve", "listdir", "exists",
-           "isdir", "isfile", "size", "open_input_file", "open_input_stream", "read_range",
-           "upload", "download", "copy", "delete", "join", "error", "open_binary", "getsize"]
+__all__ = ["is_url", "local_path", "set_storage_options", "default_storage_options", "resolve",
+           "listdir", "exists", "size", "mtime_ns", "open_input_file", "open_input_stream",
+           "open_output_stream", "upload", "download", "copy", "delete", "read_bytes",
+           "write_bytes", "error", "open_binary", "getsize"]
