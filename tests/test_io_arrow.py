@@ -155,3 +155,34 @@ def test_a_corrupt_arrow_file_is_one_line_naming_it(tmp_path):
     assert p.returncode == 2
     assert "broken.arrow" in p.stderr and len(p.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()
+
+
+def test_large_arrow_shards_are_read_in_record_batches_with_the_same_bytes(tmp_path, rows):
+    from gpu_dedup.config import Config
+    from gpu_dedup.io.plan import plan_reads
+    from gpu_dedup.pipeline import run
+    t = pa.Table.from_pylist(rows)
+    src = str(tmp_path / "in.feather")
+    feather.write_feather(t, src, chunksize=25)
+    folder = str(tmp_path / "saved")
+    datasets.Dataset.from_list(rows).save_to_disk(folder, num_shards=3)
+    for path, name in ((src, "in.feather"), (folder, "saved")):
+        units = plan_reads([path], 4096)
+        assert len(units) >= 3 and all(u["kind"] == "batches" for u in units), units[:2]
+        whole = run([path], str(tmp_path / f"whole-{name}"), Config(), html=False)
+        split = run([path], str(tmp_path / f"split-{name}"), Config(), html=False,
+                    work_dir=str(tmp_path / f"w-{name}"), partition_bytes="48KiB")
+        assert split["work"]["chunks"] >= 3 and whole["work"]["chunks"] == 1
+        for f in ("clusters.parquet", "pairs.parquet"):
+            assert read_bytes(tmp_path / f"whole-{name}" / f) == \
+                read_bytes(tmp_path / f"split-{name}" / f), (name, f)
+    a = feather.read_table(str(tmp_path / "whole-in.feather" / "data" / "in.feather"))
+    b = feather.read_table(str(tmp_path / "split-in.feather" / "data" / "in.feather"))
+    assert a.equals(b) and 0 < a.num_rows < len(rows)
+    assert datasets.load_from_disk(str(tmp_path / "split-saved" / "data" / "saved"))["id"] == \
+        datasets.load_from_disk(str(tmp_path / "whole-saved" / "data" / "saved"))["id"]
+
+
+def read_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()

@@ -143,6 +143,30 @@ def read_arrow_shard(path: str, text_field: str = "text", id_field: str | None =
     return ParquetData(text_arr, id_arr, row_arr, None, skipped)
 
 
+def batch_sizes(path: str) -> list[tuple[int, int]]:
+    """``(rows, bytes)`` of each record batch of an IPC file (memory-mapped:
+    nothing is copied)."""
+    r = _Ipc(path)
+    try:
+        return [(b.num_rows, b.nbytes) for b in r.batches()]
+    finally:
+        r.close()
+
+
+def read_arrow_batches(path: str, batches: list[int], row_base: int, text_field: str,
+                       id_field: str | None, on_bad_record: str = "error") -> ParquetData:
+    """The text (and id) column of record ``batches`` (indices) of the IPC
+    file ``path``, rows numbered from ``row_base + 1``."""
+    r = _Ipc(path)
+    try:
+        want = set(batches)
+        chosen = (b for i, b in enumerate(r.batches()) if i in want)
+        return read_batches(path, r.schema, chosen, text_field, id_field, on_bad_record,
+                            row_base=row_base)
+    finally:
+        r.close()
+
+
 def _batches_of(path: str):
     r = _Ipc(path)
     try:

@@ -94,14 +94,16 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
     groups them. A unit is one chunk of a shard (``whole``: the shard through
     :func:`gpu_dedup.io.sources.read_shard`; ``bytes``: a newline-aligned
     range of an uncompressed JSONL file; ``rowgroups``: some row groups of a
-    Parquet file) or a compressed JSONL file cut into chunks while it is
-    decompressed (``stream``).
+    Parquet file; ``batches``: some record batches of an Arrow IPC file, or
+    of one data file of a ``datasets`` folder) or a compressed JSONL file cut
+    into chunks while it is decompressed (``stream``).
 
     Every unit has ``file`` (shard index), ``path``, ``fmt``, ``files`` (the
     text files of a text shard, else None), ``kind``, ``chunk``, ``key``
     (``fNNNNNcNNNNNN``) and ``order``; ``bytes`` units add ``start``,
     ``stop`` and ``line_base`` (lines before ``start``), ``rowgroups`` units
-    ``row_groups`` and ``row_base`` (rows before them), ``stream`` units
+    ``row_groups`` and ``row_base`` (rows before them), ``batches`` units
+    ``ipc`` (the file), ``batches`` and ``row_base``, ``stream`` units
     ``compression``.
     """
     units = []
@@ -141,6 +143,11 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
                                   "row_base": row_base, "chunk": k})
                     row_base += sum(rows[i] for i in g)
                 continue
+        elif fmt in ("arrow", "datasets"):
+            got = _ipc_units(base, path, fmt, chunk_bytes)
+            if got:
+                units += got
+                continue
         units.append({**base, "kind": "whole", "chunk": 0})
     for i, u in enumerate(units):
         u["key"] = f"f{u['file']:05d}c{u['chunk']:06d}"
@@ -149,11 +156,44 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
     return units
 
 
+def _ipc_units(base: dict, path: str, fmt: str, chunk_bytes: int) -> list[dict]:
+    """Record-batch units of an IPC shard larger than a chunk (none: read it
+    whole, which also reports a broken file in order)."""
+    from .arrow import batch_sizes
+    try:
+        files = ([os.path.join(path, f) for f in datasets_files(path)] if fmt == "datasets"
+                 else [path])
+        sizes = [(f, batch_sizes(f)) for f in files]
+    except (InputError, OSError):
+        return []
+    if sum(b for _, bs in sizes for _, b in bs) <= chunk_bytes:
+        return []
+    units, rows = [], 0
+    for f, bs in sizes:
+        cur, acc, start = [], 0, rows
+        for i, (n, b) in enumerate(bs):
+            if cur and acc + b > chunk_bytes:
+                units.append({**base, "kind": "batches", "ipc": f, "batches": cur,
+                              "row_base": start, "nbytes": acc})
+                cur, acc, start = [], 0, rows
+            cur.append(i)
+            acc += b
+            rows += n
+        if cur:
+            units.append({**base, "kind": "batches", "ipc": f, "batches": cur,
+                          "row_base": start, "nbytes": acc})
+    for k, u in enumerate(units):
+        u["chunk"] = k
+    return units
+
+
 def _unit_bytes(u: dict) -> int:
     """The input bytes a read unit reads (for progress)."""
     try:
         if u["kind"] == "bytes":
             return int(u["stop"] - u["start"])
+        if u["kind"] == "batches":
+            return int(u["nbytes"])
         if u["kind"] == "rowgroups":
             md = _open_parquet(u["path"]).metadata
             return int(sum(md.row_group(i).total_byte_size for i in u["row_groups"]))
@@ -255,7 +295,7 @@ def read_parquet_groups(path: str, row_groups: list[int], row_base: int, text_fi
 
 def read_piece(unit: dict, text_field: str, id_field: str | None,
                on_bad_record: str = "error") -> dict:
-    """Read one ``whole``, ``bytes`` or ``rowgroups`` unit of
+    """Read one ``whole``, ``bytes``, ``rowgroups`` or ``batches`` unit of
     :func:`plan_reads`.
 
     Returns ``texts``, ``ids`` (None when the shard has none), ``lines`` (the
@@ -287,6 +327,13 @@ def read_piece(unit: dict, text_field: str, id_field: str | None,
                               on_bad_record)
         del raw
         d.update(path=path, compression=None, files=None)
+    elif kind == "batches":
+        from .arrow import read_arrow_batches
+        d = read_arrow_batches(unit["ipc"], unit["batches"], unit["row_base"], text_field,
+                               id_field, on_bad_record)
+        d = {"texts": d.texts, "ids": d.ids, "lines": d.rows, "invalid": 0,
+             "skipped": d.skipped, "first_missing_id": None, "compression": None,
+             "path": path, "files": None}
     elif kind == "rowgroups":
         d = read_parquet_groups(path, unit["row_groups"], unit["row_base"], text_field,
                                 id_field, on_bad_record)
