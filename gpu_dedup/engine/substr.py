@@ -22,9 +22,9 @@ their results are the same, only where the arrays live differs. The stages:
 
 Memory: a chunk's tasks hold about 110 bytes a unit (so chunks are sized per
 unit kind), a window range about 100 bytes a window, a vocabulary range the
-strings and 40 bytes each; the runner holds 8 bytes per unit only on disk
-(the units' hashes, memory-mapped by the window tasks) and 16 bytes per
-document.
+strings and 40 bytes each. The units' hashes of the whole corpus (8 bytes a
+unit) are one stored array, memory-mapped by the window tasks on disk; the
+runner itself holds 8 bytes a document (their units' offsets).
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ from ..kernels import substr as K
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
 from ..stages.normalize import text_buffers
-from .runner import ROW_GROUP, Runner, _RowGroups
+from .runner import Runner, _RowGroups
 from .tasks import Ctx, backend_of, chunk_ids, chunk_meta, gather_ids, host, read_unit
 
 log = logging.getLogger("gpu_dedup")
@@ -660,4 +660,4 @@ def dump_json(path: str, obj) -> None:
         f.write("\n")
 
 
-__all__ = ["SubstrRunner", "CHUNK_SHARE", "MEMORY_PER_BYTE", "ROW_GROUP", "report_dict"]
+__all__ = ["SubstrRunner", "CHUNK_SHARE", "MEMORY_PER_BYTE", "report_dict"]
