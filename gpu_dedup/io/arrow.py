@@ -102,13 +102,6 @@ class _Ipc:
         self.source.close()
 
 
-def ipc_kind(path: str) -> str:
-    """``"file"`` or ``"stream"``."""
-    r = _Ipc(path)
-    try:
-        return r.kind
-    finally:
-        r.close()
 
 
 def read_arrow_shard(path: str, text_field: str = "text", id_field: str | None = "id",
