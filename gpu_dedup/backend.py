@@ -172,6 +172,14 @@ class Backend(Protocol):
         ``ib[e]`` (the MinHash estimate of their Jaccard)."""
         ...
 
+    def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
+               accept_all: bool = False, fixed: int = 0):
+        """Greedy selection over buckets of ranks: a
+        :class:`gpu_dedup.stages.select.Selection` of host arrays, equal to
+        :func:`gpu_dedup.stages.select.greedy_select` (same arguments)
+        whatever the backend; its ``where`` says where it ran."""
+        ...
+
     def components(self, n: int, ea, eb):
         """int64 connected-component label of each of ``n`` nodes joined by
         the edges ``(ea[e], eb[e])``, as a host array."""
@@ -321,6 +329,12 @@ class CpuBackend:
         return self._k.signature_agreement(sig, ia.astype(np.int64), ib.astype(np.int64))
 
     # -- clusters ---------------------------------------------------------
+    def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
+               accept_all: bool = False, fixed: int = 0):
+        from .stages.select import greedy_select
+        return greedy_select(bucket_off, members, n, score_fn, threshold, limit,
+                             accept_all=accept_all, fixed=fixed)
+
     def components(self, n: int, ea, eb):
         """Connected-component label of each of ``n`` nodes (SciPy)."""
         return scipy_components(n, ea, eb)

@@ -58,6 +58,11 @@ SIMULATED_BUDGET = 256 << 20
 TEXT_SHARE = 0.5
 BATCH_SHARE = 0.2
 SCRATCH_SHARE = 0.2
+#: Device bytes of greedy selection per bucket entry (the membership by
+#: bucket and by rank, the kept lists, and room for the scored pairs) and
+#: per document (state, ``duplicate_of``, similarity, offsets).
+SELECT_BYTES_PER_ENTRY = 160
+SELECT_BYTES_PER_DOC = 48
 MATRIX_SHARE = 0.2
 VERIFY_SHARE = 0.2
 #: Device bytes per byte of text when building shingle sets (hashes, their
@@ -455,7 +460,10 @@ class GpuBackend:
                 "band keys": "device",
                 "bucketing": f"device ({self._grouping}); groups too large for the device "
                              f"budget merged on the host",
-                "selection": "host (greedy rounds in NumPy)",
+                "selection": f"device: the greedy rule in rounds (Numba CUDA, a thread per "
+                             f"undecided document and per open bucket; {mod} sorts); on the "
+                             f"host when the buckets do not fit the budget (report.json "
+                             f"says where it ran)",
                 "verification": "device",
                 "components": self._components,
                 "substr": "device: unit and window hashes and sorts; host: unit cutting, "
@@ -921,6 +929,39 @@ class GpuBackend:
                                                self._dev(inv[m:]))
 
     # -- clusters ------------------------------------------------------------
+    def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
+               accept_all: bool = False, fixed: int = 0):
+        """Greedy selection in rounds on the device
+        (:func:`gpu_dedup.stages.select.greedy_rounds`), equal to the CPU's;
+        on the host when the buckets and their first round of scores would
+        not fit in the budget. Only the kept mask, ``duplicate_of``, the
+        similarities and the similar pairs come back; ``score_fn`` gets the
+        pairs to score on the host."""
+        from .stages.select import Selection, greedy_rounds, greedy_select
+        entries = int(np.asarray(bucket_off)[-1] - np.asarray(bucket_off)[0])
+        need = entries * SELECT_BYTES_PER_ENTRY + int(n) * SELECT_BYTES_PER_DOC
+        if need > self.budget:
+            sel = greedy_select(bucket_off, members, n, score_fn, threshold, limit,
+                                accept_all=accept_all, fixed=fixed)
+            sel.where = (f"host: {entries:,} bucket entries need about {need >> 20:,} MiB, "
+                         f"over the device budget of {self.budget >> 20:,} MiB")
+            return sel
+        with self._tracked():
+            sel = greedy_rounds(self.xp, self._k.greedy_kernels(self.xp), self._dev(bucket_off),
+                                self._dev(members), n, score_fn, threshold, limit,
+                                accept_all=accept_all, fixed=fixed, room=self.budget - need)
+            if sel is None:
+                self.release()
+                sel = greedy_select(bucket_off, members, n, score_fn, threshold, limit,
+                                    accept_all=accept_all, fixed=fixed)
+                sel.where = ("host: the first round of scores would not fit in the device "
+                             f"budget of {self.budget >> 20:,} MiB")
+                return sel
+            h = self.to_host
+            return Selection(h(sel.kept), h(sel.duplicate_of), h(sel.similarity), h(sel.pairs),
+                             h(sel.pair_scores), sel.comparisons, sel.skipped, sel.rounds,
+                             "device")
+
     def components(self, n: int, ea, eb):
         """Connected-component label of each of ``n`` nodes (labels may differ
         from the CPU's; the engine relabels clusters by their smallest member):

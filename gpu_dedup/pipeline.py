@@ -206,7 +206,9 @@ def _report(runner, outputs, device_line, on_bad_record, monitor, executor, t_st
             "chunks": len(runner.chunks), "units": dict(runner.units),
             "reused": dict(runner.reused), "plan": plan.describe(),
             # on a device: documents whose normalization needed the host (not ASCII)
-            "normalized_on_host": runner.stats().get("normalized_on_host")}
+            "normalized_on_host": runner.stats().get("normalized_on_host"),
+            # greedy selection: "device", "host", or why a device run did it on the host
+            "selection_ran_on": runner.stats().get("selection_ran_on")}
     seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - t_start}
     report = build_report(runner, seconds, device_line.split(": ", 1)[1], outputs,
                           on_bad_record=on_bad_record, memory=memory,

@@ -40,6 +40,7 @@ from numba import cuda, njit
 from numba.core.dispatcher import Dispatcher
 
 from . import cpu as _cpu
+from . import greedy as _greedy
 from . import hashing as _hashing
 from . import substr as _substr
 
@@ -126,6 +127,11 @@ _intersect_sorted = _shared(_cpu._intersect_sorted)
 _oph_row = _shared(_hashing.oph_row)
 _roll_start = _shared(_substr.roll_start)
 _ascii_normalize_doc = _shared(_hashing.ascii_normalize_doc)
+_window_one = _shared(_greedy.window_one)
+_decide_one = _shared(_greedy.decide_one)
+_missing_one = _shared(_greedy.missing_one)
+_advance_one = _shared(_greedy.advance_one)
+_best_one = _shared(_greedy.best_one)
 
 
 # -- device functions -----------------------------------------------------------
@@ -580,6 +586,49 @@ def _jaccard_kernel(set_off, values, ia, ib, out):
         out[e] = inter / union if union > 0 else 0.0
 
 
+# -- greedy selection in rounds (the steps of kernels/greedy.py) -----------------
+
+@cuda.jit(cache=True)
+def _greedy_window_kernel(ent_v, d_bkt, d_pos, b_off, members, width, woff, out):
+    e = cuda.grid(1)
+    if e < ent_v.shape[0]:
+        _window_one(e, ent_v, d_bkt, d_pos, b_off, members, width, woff, out)
+
+
+@cuda.jit(cache=True)
+def _greedy_decide_kernel(todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys,
+                          voff, vals, mkeys, mvals, threshold, accept_all, state, nmiss, out):
+    i = cuda.grid(1)
+    if i < todo.shape[0]:
+        _decide_one(i, todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys, voff,
+                    vals, mkeys, mvals, threshold, accept_all, state, nmiss, out)
+
+
+@cuda.jit(cache=True)
+def _greedy_missing_kernel(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff,
+                           vals, mkeys, mvals, threshold, accept_all, out):
+    i = cuda.grid(1)
+    if i < todo.shape[0]:
+        _missing_one(i, todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff,
+                     vals, mkeys, mvals, threshold, accept_all, out)
+
+
+@cuda.jit(cache=True)
+def _greedy_advance_kernel(bkts, b_off, members, state, klist, kcount, front):
+    i = cuda.grid(1)
+    if i < bkts.shape[0]:
+        _advance_one(i, bkts, b_off, members, state, klist, kcount, front)
+
+
+@cuda.jit(cache=True)
+def _greedy_best_kernel(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
+                        mkeys, mvals, threshold, accept_all, nmiss, dup, sim, out):
+    i = cuda.grid(1)
+    if i < docs.shape[0]:
+        _best_one(i, docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, mkeys,
+                  mvals, threshold, accept_all, nmiss, dup, sim, out)
+
+
 # -- launchers --------------------------------------------------------------------
 
 def _launch(kernel, blocks: int, threads: int, *args) -> None:
@@ -848,3 +897,65 @@ def jaccard_edges(xp, set_off, values, ia, ib):
     if E:
         _launch(_jaccard_kernel, _blocks(E, FLAT), FLAT, set_off, values, ia, ib, out)
     return out
+
+
+def greedy_kernels(xp):
+    """The steps of greedy selection in rounds as launchers with the
+    arguments of ``kernels.greedy``'s ``*_round`` functions (what
+    ``gpu_dedup.stages.select.greedy_rounds`` calls), over ``xp`` arrays."""
+    def nonempty(a, dtype):
+        # a kernel is never given an empty array (no null pointer); one
+        # sorted key that matches no pair stands in for no keys
+        if int(a.shape[0]):
+            return a
+        return xp.full(1, _ONES if dtype == np.uint64 else 0, dtype=dtype)
+
+    def scores(keys, *rest):
+        # (keys, voff, vals) or (keys, vals): the offsets are never empty
+        return (nonempty(keys, np.uint64), *rest[:-1], nonempty(rest[-1], np.float64))
+
+    def scalars(limit, threshold, accept_all):
+        return np.int64(limit), np.float64(threshold), np.bool_(accept_all)
+
+    def window_round(ent_v, d_bkt, d_pos, b_off, members, width, woff, out):
+        E = int(ent_v.shape[0])
+        if E and int(out.shape[0]):
+            _launch(_greedy_window_kernel, _blocks(E, FLAT), FLAT, ent_v, d_bkt, d_pos, b_off,
+                    members, np.int64(width), woff, out)
+
+    def decide_round(todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys, voff,
+                     vals, mkeys, mvals, threshold, accept_all, state, nmiss):
+        T = int(todo.shape[0])
+        if T:
+            lim, thr, acc = scalars(limit, threshold, accept_all)
+            _launch(_greedy_decide_kernel, _blocks(T, FLAT), FLAT, todo, d_off, d_bkt, d_pos,
+                    b_off, nonempty(klist, np.int64), kcount, front, lim, *scores(keys, voff, vals),
+                    *scores(mkeys, mvals), thr, acc, state, nmiss, xp.zeros(1, dtype=np.uint64))
+
+    def missing_round(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff,
+                      vals, mkeys, mvals, threshold, accept_all, out):
+        T = int(todo.shape[0])
+        if T and int(out.shape[0]):
+            lim, thr, acc = scalars(limit, threshold, accept_all)
+            _launch(_greedy_missing_kernel, _blocks(T, FLAT), FLAT, todo, moff, d_off, d_bkt,
+                    b_off, nonempty(klist, np.int64), kcount, lim, *scores(keys, voff, vals),
+                    *scores(mkeys, mvals), thr, acc, out)
+
+    def advance_round(bkts, b_off, members, state, klist, kcount, front):
+        B = int(bkts.shape[0])
+        if B:
+            _launch(_greedy_advance_kernel, _blocks(B, FLAT), FLAT, bkts, b_off, members, state,
+                    klist, kcount, front)
+
+    def best_round(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff,
+                   vals, mkeys, mvals, threshold, accept_all, nmiss, dup, sim):
+        D = int(docs.shape[0])
+        if D:
+            lim, thr, acc = scalars(limit, threshold, accept_all)
+            _launch(_greedy_best_kernel, _blocks(D, FLAT), FLAT, docs, d_off, d_bkt, b_off,
+                    nonempty(klist, np.int64), kcount, lim, *scores(keys, voff, vals),
+                    *scores(mkeys, mvals), thr, acc, nmiss, dup, sim, xp.zeros(1, dtype=np.uint64))
+
+    return _types.SimpleNamespace(window_round=window_round, decide_round=decide_round,
+                                  missing_round=missing_round, advance_round=advance_round,
+                                  best_round=best_round)

@@ -31,7 +31,7 @@ from ..io.sources import Shard, output_names
 from ..memory import release_memory
 from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
-from ..stages.select import chaining_summary, greedy_select, similarity_summary
+from ..stages.select import chaining_summary, similarity_summary
 from ..timing import StageTimer
 from . import tasks
 from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids, needs_signatures
@@ -481,8 +481,8 @@ class Runner:
 
         # the context's documents come first, distinct and kept already
         fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
-        sel = greedy_select(off, members, self.R, score_ranks, float(cfg.threshold),
-                            cfg.bucket_limit, accept_all=not cfg.verify, fixed=fixed)
+        sel = self.be.select(off, members, self.R, score_ranks, float(cfg.threshold),
+                             cfg.bucket_limit, accept_all=not cfg.verify, fixed=fixed)
         self.ctx.sets = None
         del off, members
         kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
@@ -505,7 +505,7 @@ class Runner:
         st.save_npy("verify/rep_sim.npy", sim)
         return {"candidates": sel.comparisons, "rounds": sel.rounds, "skipped": sel.skipped,
                 "unresolved": 0, "verified": int(pairs.size),
-                "units": max(1, score.calls[0])}
+                "units": max(1, score.calls[0]), "selection": sel.where}
 
     def _priority(self):
         """Keep priority of the representatives: ``(pos_of_rank, best)``.
@@ -728,6 +728,7 @@ class Runner:
             "verified_edges": v["verified"],
             "rounds": v["rounds"],
             "skipped_comparisons": v["skipped"],
+            "selection_ran_on": v.get("selection"),
             "unresolved_edges": v["unresolved"],
             "shingles": self.shingles,
             "removed_similarity": m["removed_similarity"],

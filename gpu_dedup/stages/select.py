@@ -37,7 +37,10 @@ import numpy as np
 
 from ..arrays import unique
 from ..kernels.cpu import greedy_pass, table_insert, window_pairs
+from ..kernels.greedy import candidate_mask
 from .lsh import pack_edges as pack, unpack_edges as unpack
+
+_S32 = np.uint64(32)
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
 #: A document's window: the first WINDOW * limit members of each bucket.
@@ -61,6 +64,8 @@ class Selection:
         comparisons: distinct pairs scored.
         skipped: bucket comparisons left out by the per-bucket bound.
         rounds: rounds run.
+        where: where it ran (``"host"``, ``"device"``, or why it is on the
+            host).
     """
 
     kept: np.ndarray
@@ -71,6 +76,7 @@ class Selection:
     comparisons: int
     skipped: int
     rounds: int
+    where: str = "host"
 
 
 class _Memo:
@@ -150,32 +156,19 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     """
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
-    bucket_off = np.asarray(bucket_off, dtype=np.int64)
-    members = np.asarray(members[bucket_off[0]:bucket_off[-1]], dtype=np.int64)
-    b_off = bucket_off[:-1] - bucket_off[0]
-    sizes = np.diff(bucket_off)
-    seg = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
-    multi = sizes[seg] > 1
-    seg, mem = seg[multi], members[multi]
-    # the buckets of every rank, and its place in each
-    ent = np.flatnonzero(multi)
-    order = np.argsort(mem, kind="stable")
-    d_bkt = seg[order]
-    d_pos = ent[order] - b_off[d_bkt]
-    d_off = np.zeros(n + 1, np.int64)
-    np.cumsum(np.bincount(mem, minlength=n), out=d_off[1:])
+    m = _membership(np, bucket_off, members, n, fixed)
+    members, b_off, seg, mem = m.members, m.b_off, m.seg, m.mem
+    d_off, d_bkt, nb = m.d_off, m.d_bkt, m.sizes.size
+    d_pos = m.d_pos.copy()
     d_pos[:d_off[min(fixed, n)]] = 0        # fixed ranks are scored with nothing
-    del order, multi
     # every rank against the first members of its buckets, in one call
     p_off, p_u = window_pairs(d_off, d_bkt, d_pos, b_off, members, WINDOW * int(limit))
     del d_pos
     p_v = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
     p_s = _scores(score_fn, pack(p_u, p_v))
     state = np.full(n, KEPT, np.int8)
-    todo = unique(mem)
-    todo = todo[todo >= fixed]
+    todo = m.todo
     state[todo] = UNDECIDED
-    nb = sizes.size
     klist = np.empty(members.size, np.int64)
     blist = np.empty(members.size, np.int64)
     kcount = np.zeros(nb, np.int64)
@@ -183,8 +176,7 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
         # the fixed members lead their buckets (ranks ascend): kept already
         pre = mem < fixed
         kcount = np.bincount(seg[pre], minlength=nb).astype(np.int64)
-        klist[ent[pre]] = mem[pre]
-    del ent
+        klist[m.ent[pre]] = mem[pre]
     bcount = np.zeros(nb, np.int64)
     bstamp = np.zeros(nb, np.int64)
     dup = np.full(n, -1, np.int64)
@@ -204,27 +196,196 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
             memo.add(np.sort(miss[:requested]))
         todo = blocked[:held].copy()
     kept = state == KEPT
-    # comparisons the bound left out: kept members of a bucket before each
-    # member (not a fixed one), beyond the first `limit`
-    is_k = kept[mem].astype(np.int64)
-    before = np.cumsum(is_k) - is_k
-    first = np.ones(seg.size, bool)
-    first[1:] = seg[1:] != seg[:-1]
-    before -= np.repeat(before[first], np.diff(np.append(np.flatnonzero(first), seg.size)))
-    skipped = int(np.maximum(before - limit, 0)[mem >= fixed].sum())
-    del is_k, before, first
-    ok = memo.similar(p_s, threshold)
+    # the pairs the rule compares: the windows, and the first `limit` kept
+    # members of each bucket before a member (pairs scored ahead against
+    # members then removed are left out: they depend on how passes fell)
     keys, scores = memo.similar_pairs(threshold)
-    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys])
-    scores = np.concatenate([p_s[ok], scores])
+    mu, mv = unpack(keys)
+    cand = candidate_mask(mu, mv, d_off, d_bkt, b_off, klist, kcount, int(limit))
+    ok = memo.similar(p_s, threshold)
+    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys[cand]])
+    scores = np.concatenate([p_s[ok], scores[cand]])
     order = np.argsort(keys)
-    keys, scores = keys[order], scores[order]
-    # a similar pair of two kept documents was scored ahead, then left out by
-    # the bucket bound: the decisions do not rest on it
+    pairs, pair_scores = _kept_apart(np, keys[order], scores[order], kept)
+    return Selection(kept, dup, sim, pairs, pair_scores, p_s.size + memo.count,
+                     _skipped(np, m, kept, limit, fixed), passes)
+
+
+def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float,
+                  limit: int = 32, accept_all: bool = False, fixed: int = 0,
+                  room: int | None = None) -> Selection | None:
+    """The sequential greedy rule in parallel rounds (:mod:`kernels.greedy`),
+    in the array module ``xp``: the selection of :func:`greedy_select`, bit
+    for bit (``kept``, ``duplicate_of``, ``similarity``, ``pairs``,
+    ``pair_scores``, ``skipped``), with each round one parallel step over
+    the undecided documents and one over the open buckets.
+
+    Args:
+        xp: NumPy, or CuPy (the arrays stay on the device; ``score_fn`` gets
+            and returns host arrays).
+        k: the kernels: ``kernels.greedy`` (CPU) or ``kernels.cuda.GREEDY``.
+        room: bytes the first round of scored pairs may take (32 a pair);
+            None for no bound.
+        The others: as for :func:`greedy_select`.
+
+    Returns:
+        A :class:`Selection` of ``xp`` arrays; ``comparisons`` counts the
+        pairs scored, ``rounds`` the rounds. None when the first round
+        would take more than ``room``.
+    """
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, got {limit}")
+    limit = int(limit)
+    threshold = float(threshold)
+    accept_all = bool(accept_all)
+    m = _membership(xp, bucket_off, members, n, fixed)
+    members, b_off, d_off, d_bkt, d_pos = m.members, m.b_off, m.d_off, m.d_bkt, m.d_pos
+    nb = int(m.sizes.size)
+    i64 = xp.int64
+    # the windows: every rank against the first members of its buckets
+    width = xp.minimum(xp.where(m.d_rank < fixed, 0, d_pos), WINDOW * limit)
+    woff = xp.zeros(int(width.size) + 1, dtype=i64)
+    xp.cumsum(width, out=woff[1:])
+    if room is not None and int(woff[-1]) * 32 > room:
+        return None
+    out = xp.empty(int(woff[-1]), dtype=xp.uint64)
+    k.window_round(m.d_rank, d_bkt, d_pos, b_off, members, WINDOW * limit, woff, out)
+    del width, woff
+    # pairs as v << 32 | u: a document's side by side, at voff[v]:voff[v + 1]
+    keys = xp.unique(out)
+    del out
+    voff = xp.searchsorted(keys, xp.arange(n + 1, dtype=xp.uint64) << xp.uint64(32))
+    voff = voff.astype(i64)
+    vals = xp.asarray(_scores(score_fn, _host(_swap(keys))))
+    # the pairs scored since, sorted: small next to the windows
+    memo = [xp.zeros(0, dtype=xp.uint64), xp.zeros(0, dtype=xp.float64)]
+
+    def score_missing(todo, nmiss):
+        moff = xp.zeros(int(todo.size) + 1, dtype=i64)
+        xp.cumsum(nmiss, out=moff[1:])
+        out = xp.empty(int(moff[-1]), dtype=xp.uint64)
+        k.missing_round(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
+                        *memo, threshold, accept_all, out)
+        new = xp.unique(out)
+        s = xp.asarray(_scores(score_fn, _host(_swap(new))))
+        mk = xp.concatenate([memo[0], new])
+        order = xp.argsort(mk)
+        memo[:] = [mk[order], xp.concatenate([memo[1], s])[order]]
+
+    state = xp.full(n, KEPT, dtype=xp.int8)
+    todo = m.todo
+    state[todo] = UNDECIDED
+    klist = xp.empty(int(members.size), dtype=i64)
+    kcount = xp.zeros(nb, dtype=i64)
+    front = xp.zeros(nb, dtype=i64)
+    bkts = xp.flatnonzero(m.sizes > 1)
+    k.advance_round(bkts, b_off, members, state, klist, kcount, front)
+    rounds = 0
+    while int(todo.size):
+        rounds += 1
+        nmiss = xp.empty(int(todo.size), dtype=i64)
+        k.decide_round(todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys,
+                       voff, vals, *memo, threshold, accept_all, state, nmiss)
+        if int(nmiss.sum()):
+            score_missing(todo, nmiss)
+        bkts = bkts[front[bkts] < m.sizes[bkts]]
+        k.advance_round(bkts, b_off, members, state, klist, kcount, front)
+        todo = todo[state[todo] == UNDECIDED]
+    # every kept list is final: which kept document each removed one names
+    dup = xp.full(n, -1, dtype=i64)
+    sim = xp.full(n, xp.nan, dtype=xp.float64)
+    docs = xp.flatnonzero(state == REMOVED)
+    while int(docs.size):
+        nmiss = xp.empty(int(docs.size), dtype=i64)
+        k.best_round(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, *memo,
+                     threshold, accept_all, nmiss, dup, sim)
+        if not int(nmiss.sum()):
+            break
+        score_missing(docs, nmiss)
+        docs = docs[nmiss > 0]
+    keys = _swap(xp.concatenate([keys, memo[0]]))
+    vals = xp.concatenate([vals, memo[1]])
+    order = xp.argsort(keys)
+    keys, vals = keys[order], vals[order]
+    kept = state == KEPT
+    ok = xp.ones(keys.shape, dtype=xp.bool_) if accept_all else vals >= threshold
+    pairs, pair_scores = _kept_apart(xp, keys[ok], vals[ok], kept)
+    return Selection(kept, dup, sim, pairs, pair_scores, int(keys.size),
+                     _skipped(xp, m, kept, limit, fixed), rounds)
+
+
+def _swap(packed):
+    """``a << 32 | b`` as ``b << 32 | a``."""
+    return (packed << _S32) | (packed >> _S32)
+
+
+def _host(x):
+    return x.get() if hasattr(x, "get") else x
+
+
+@dataclass
+class _Members:
+    """Bucket membership, by bucket and by rank (see :func:`_membership`)."""
+    members: object     # ranks of every bucket, from the first bucket's start
+    b_off: object       # bucket boundaries into ``members`` (buckets + 1 entries)
+    sizes: object       # members per bucket
+    seg: object         # bucket of each entry of a bucket of two or more
+    mem: object         # rank of each such entry
+    ent: object         # its place in ``members``
+    d_off: object       # by rank: entries ``d_off[v]:d_off[v+1]`` of the next three
+    d_bkt: object       # bucket of the entry
+    d_pos: object       # place of the rank in that bucket
+    d_rank: object      # the rank itself
+    todo: object        # the ranks to decide: in a bucket of two or more, not fixed
+
+
+def _membership(xp, bucket_off, members, n: int, fixed: int) -> _Members:
+    """Who is in which bucket, in the array module ``xp``."""
+    bucket_off = xp.asarray(bucket_off, dtype=xp.int64)
+    lo, hi = int(bucket_off[0]), int(bucket_off[-1])
+    members = xp.ascontiguousarray(xp.asarray(members, dtype=xp.int64)[lo:hi])
+    b_off = bucket_off - lo
+    sizes = b_off[1:] - b_off[:-1]
+    seg = xp.repeat(xp.arange(int(sizes.size), dtype=xp.int64), sizes)
+    multi = sizes[seg] > 1
+    seg, mem = seg[multi], members[multi]
+    ent = xp.flatnonzero(multi)
+    order = xp.argsort(mem, kind="stable")
+    d_bkt = seg[order]
+    d_pos = ent[order] - b_off[d_bkt]
+    d_rank = mem[order]
+    d_off = xp.zeros(n + 1, dtype=xp.int64)
+    if n:
+        xp.cumsum(xp.bincount(mem, minlength=n), out=d_off[1:])
+    todo = xp.unique(mem)
+    todo = todo[todo >= fixed]
+    return _Members(members, xp.ascontiguousarray(b_off), sizes, seg, mem, ent, d_off, d_bkt,
+                    d_pos, d_rank, todo)
+
+
+def _skipped(xp, m: _Members, kept, limit: int, fixed: int) -> int:
+    """Comparisons the bound left out: kept members of a bucket before each
+    member (not a fixed one), beyond the first ``limit``."""
+    seg, mem = m.seg, m.mem
+    if not int(seg.size):
+        return 0
+    is_k = kept[mem].astype(xp.int64)
+    before = xp.cumsum(is_k) - is_k
+    first = xp.ones(int(seg.size), dtype=xp.bool_)
+    first[1:] = seg[1:] != seg[:-1]
+    heads = xp.flatnonzero(first)
+    runs = xp.diff(xp.concatenate([heads, xp.asarray([seg.size], dtype=heads.dtype)]))
+    before -= xp.repeat(before[heads], runs)
+    return int(xp.maximum(before - limit, 0)[mem >= fixed].sum())
+
+
+def _kept_apart(xp, keys, scores, kept):
+    """The sorted similar pairs, less those of two kept documents: such a
+    pair was scored ahead, then left out by the bucket bound, and the
+    decisions do not rest on it."""
     u, v = unpack(keys)
     used = ~(kept[u] & kept[v])
-    return Selection(kept, dup, sim, keys[used], scores[used], p_s.size + memo.count, skipped,
-                     passes)
+    return keys[used], scores[used]
 
 
 def _scores(score_fn, pairs: np.ndarray) -> np.ndarray:
