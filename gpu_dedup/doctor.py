@@ -5,10 +5,11 @@ It prints the device, driver and package versions and the implementation of
 each stage, then runs the GPU backend and the CPU backend on a generated
 corpus with planted near-duplicates (character and word shingles, 32- and
 64-bit signatures) and compares every output bit for bit: shingle presence,
-fingerprints, code point counts, signatures, shingle counts, band keys,
-bucket edges (of key matrices and of key segments), shingle sets, Jaccard
-values, signature agreement, and the clusters, kept flags and pairs of whole
-runs. The last line is the verdict.
+fingerprints, code point counts, normalization, exact grouping, signatures,
+shingle counts, band keys, bucket edges (of key matrices and of key
+segments), shingle sets, Jaccard values, signature agreement, greedy
+selection, connected components, exact substrings, and the clusters, kept
+flags and pairs of whole runs. The last line is the verdict.
 
 Under ``NUMBA_ENABLE_CUDASIM=1`` the CUDA kernels run in Numba's simulator,
 on host arrays, over a smaller corpus; the backend's array code then runs
@@ -203,6 +204,54 @@ def compare_segment_edges(gpu, cpu, cmp: Comparison, seed: int = 0, keys_per_seg
                   f"{segments} segments, {total:,} keys, {want.size:,} edges")
 
 
+def _canonical_labels(labels) -> np.ndarray:
+    """Component labels as the smallest node of each component."""
+    labels = np.asarray(labels, dtype=np.int64)
+    first = np.full(labels.max() + 1 if labels.size else 0, labels.size, dtype=np.int64)
+    np.minimum.at(first, labels, np.arange(labels.size, dtype=np.int64))
+    return first[labels]
+
+
+def compare_grouping_selection(gpu, cpu, cmp: Comparison, seed: int = 0, n: int = 3000) -> None:
+    """Exact grouping, greedy selection (crowded buckets, ranks kept
+    already, verification off) and connected components on both backends;
+    the selection must have run on the device."""
+    rng = np.random.default_rng(seed)
+    pool = rng.integers(0, 2 ** 63, size=(n // 4, 2), dtype=np.uint64)
+    fp = pool[rng.integers(0, pool.shape[0], size=n)]
+    active = rng.random(n) > 0.05
+    cmp.check("exact grouping", gpu.to_host(gpu.exact_representatives(fp, active)),
+              cpu.exact_representatives(fp, active), f"{n:,} fingerprints")
+    # buckets of ranks: many small, a few crowded; scores from a hash of the pair
+    sizes = np.where(rng.random(n // 3) < 0.02, rng.integers(40, 120, n // 3),
+                     rng.integers(1, 6, n // 3))
+    members = [np.sort(rng.choice(n, size=int(z), replace=False)) for z in sizes]
+    off = np.zeros(len(members) + 1, dtype=np.int64)
+    np.cumsum([m.size for m in members], out=off[1:])
+    members = np.concatenate(members).astype(np.int64)
+
+    def score(packed):
+        x = packed * np.uint64(0x9E3779B97F4A7C15)
+        return ((x ^ (x >> np.uint64(29))) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+    for label, kw in (("threshold 0.5, limit 4", {"threshold": 0.5, "limit": 4}),
+                      ("threshold 0.8, limit 32, 200 kept already",
+                       {"threshold": 0.8, "limit": 32, "fixed": 200}),
+                      ("no verification, limit 2", {"threshold": 0.5, "limit": 2,
+                                                    "accept_all": True})):
+        g = gpu.select(off, members, n, score, **kw)
+        c = cpu.select(off, members, n, score, **kw)
+        same = all(_same(getattr(g, f), getattr(c, f)) for f in
+                   ("kept", "duplicate_of", "similarity", "pairs", "pair_scores"))
+        same = same and g.skipped == c.skipped
+        detail = (f"{int((~c.kept).sum()):,} of {n:,} removed, {c.pairs.size:,} pairs, "
+                  f"{g.rounds} rounds; ran on: {g.where}")
+        cmp.add(f"greedy selection ({label})", same and g.where == "device", detail)
+    ea = rng.integers(0, n, size=n)
+    eb = rng.integers(0, n, size=n)
+    cmp.check("components", _canonical_labels(gpu.components(n, ea, eb)),
+              _canonical_labels(cpu.components(n, ea, eb)), f"{n:,} nodes, {n:,} edges")
+
+
 def compare_runs(gpu, cpu, texts, cfg, cmp: Comparison, label: str,
                  expect: str | None = None) -> None:
     """Whole runs of the engine with both backends: every result array, and
@@ -346,6 +395,7 @@ def main(echo, n_docs: int | None = None) -> int:
             compare_kernels(gpu, cpu, offsets, data, shingle, n, K, bits, bands=K // 4 if
                             simulated else 16, rows=4 if simulated else 8, seed=42, cmp=cmp)
     compare_segment_edges(gpu, cpu, cmp, keys_per_segment=300 if simulated else 200_000)
+    compare_grouping_selection(gpu, cpu, cmp, n=600 if simulated else 200_000)
     for shingle, n, bits, sim in (("char", 5, 32, "jaccard"), ("word", 3, 64, "jaccard"),
                                   ("char", 4, 64, "signature")):
         cfg = Config(shingle=shingle, ngram=n, num_perm=K, signature_bits=bits, similarity=sim,

@@ -5,7 +5,8 @@
   the reason, instead of being skipped.
 * Under ``CI=true`` the tests that run the CUDA kernels in Numba's simulator
   fail when the simulator is missing, instead of skipping
-  (``test_gpu_backend.run_simulated``).
+  (``test_gpu_backend.run_simulated``), and the test that compiles every
+  kernel for sm_90 fails when NVVM is missing (``test_ptx``).
 """
 from __future__ import annotations
 

@@ -65,8 +65,22 @@ def test_simulated_doctor_exits_0_after_comparing(simulated):
     oks = [line for line in lines if line.strip().startswith("ok ")]
     assert len(oks) >= 30
     for what in ("signatures", "band keys", "bucket edges", "shingle sets", "Jaccard",
-                 "signature agreement", "text_hash128", "run char5"):
+                 "signature agreement", "text_hash128", "run char5", "normalization",
+                 "exact grouping", "greedy selection", "components"):
         assert any(what in line for line in oks), what
+    # each stage is listed with where it runs, and the ones the issue names on the device
+    listed = {}
+    for line in lines[lines.index("stages on this machine:") + 1:]:
+        if not line.startswith("  "):
+            break
+        if not line.strip().startswith("("):
+            stage, where = line.strip().split(": ", 1)
+            listed[stage] = where
+    for stage in ("normalization", "exact grouping", "signatures", "band keys", "bucketing",
+                  "selection", "components"):
+        assert "device" in listed.get(stage, ""), (stage, listed.get(stage))
+    sel = [line for line in oks if "greedy selection" in line]
+    assert len(sel) == 3 and all(line.endswith("ran on: device") for line in sel), sel
     assert not any(line.strip().startswith("DIFF") for line in lines)
     for pkg in ("CuPy:", "numba-cuda:", "cuDF:", "cuGraph:", "Dask-CUDA:"):
         assert pkg in stdout

@@ -216,3 +216,40 @@ def test_components_by_label_propagation_equal_scipys(xp, seed):
     np.minimum.at(smallest, want, np.arange(n))
     np.testing.assert_array_equal(got, smallest[want])     # each node: its component's least
     assert len(np.unique(got)) < n
+
+
+SELECT = textwrap.dedent(r'''
+    import json, sys
+    import numpy as np
+    sys.path.insert(0, "tests")
+    from test_greedy import _flat, _random_case
+    from gpu_dedup.backend import CpuBackend
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.stages.select import unpack
+    rng = np.random.default_rng(5)
+    gpu, cpu = GpuBackend(xp=np), CpuBackend()
+    out = {"same": 0, "cases": 0, "where": set(), "removed": 0}
+    for it in range(24):
+        n, buckets, sim = _random_case(rng, n_max=40, size_max=20)
+        kw = {"threshold": float(rng.choice([0.3, 0.5, 0.8])), "limit": int(rng.integers(1, 5)),
+              "fixed": int(rng.integers(0, n + 1)) if it % 3 == 0 else 0,
+              "accept_all": it % 5 == 0}
+        score = lambda p: sim[unpack(p)]
+        g = gpu.select(*_flat(buckets), n, score, **kw)
+        c = cpu.select(*_flat(buckets), n, score, **kw)
+        out["cases"] += 1
+        out["where"].add(g.where)
+        out["removed"] += int((~c.kept).sum())
+        out["same"] += all(np.array_equal(getattr(g, f), getattr(c, f), equal_nan=True)
+                           for f in ("kept", "duplicate_of", "similarity", "pairs",
+                                     "pair_scores")) and g.skipped == c.skipped
+    out["where"] = sorted(out["where"])
+    print(json.dumps(out))
+''')
+
+
+def test_in_the_simulator_greedy_selection_runs_on_the_device_and_equals_the_cpu():
+    got = run_simulated(SELECT)
+    assert got["where"] == ["device"], got
+    assert got["removed"] > 50
+    assert got["same"] == got["cases"], got

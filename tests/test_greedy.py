@@ -13,8 +13,8 @@ from gpu_dedup import Config, deduplicate
 from gpu_dedup import reference as ref
 from gpu_dedup.backend import CpuBackend
 from gpu_dedup.stages.normalize import text_buffers
-from gpu_dedup.stages.select import (greedy_reference, greedy_select, similarity_summary,
-                                     unpack)
+from gpu_dedup.stages.select import (greedy_reference, greedy_rounds, greedy_select,
+                                     similarity_summary, unpack)
 from gpu_dedup.stages.signatures import signatures
 
 FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
@@ -64,6 +64,84 @@ def test_rounds_equal_the_sequential_rule_on_random_graphs(seed):
         assert not (got.kept[u] & got.kept[v]).any()
         assert (got.pair_scores >= t).all()
         assert got.comparisons == sum(calls)
+
+
+def _same_selection(a, b):
+    assert a.kept.tolist() == b.kept.tolist()
+    assert a.duplicate_of.tolist() == b.duplicate_of.tolist()
+    np.testing.assert_array_equal(a.similarity, b.similarity)
+    np.testing.assert_array_equal(a.pairs, b.pairs)
+    np.testing.assert_array_equal(a.pair_scores, b.pair_scores)
+    assert a.skipped == b.skipped
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_parallel_rounds_equal_the_sequential_passes_bit_for_bit(seed):
+    # the device's algorithm, on the CPU kernels: every output the same,
+    # with ranks kept already, without verification, crowded buckets
+    from gpu_dedup.kernels import greedy as K
+    rng = np.random.default_rng(40 + seed)
+    for it in range(80):
+        n, buckets, sim = _random_case(rng, n_max=70, size_max=30)
+        limit = int(rng.integers(1, 6))
+        t = float(rng.choice([0.3, 0.5, 0.8]))
+        fixed = int(rng.integers(0, n + 1)) if it % 3 == 0 else 0
+        accept_all = it % 5 == 0
+        asked = []
+
+        def score(p):
+            u, v = unpack(p)
+            assert (u < v).all() and not ((u < fixed) & (v < fixed)).any()
+            asked.append(p)
+            return sim[u, v]
+        off, mem = _flat(buckets)
+        a = greedy_select(off, mem, n, score, t, limit=limit, fixed=fixed, accept_all=accept_all)
+        asked.clear()
+        b = greedy_rounds(np, K, off, mem, n, score, t, limit=limit, fixed=fixed,
+                          accept_all=accept_all)
+        _same_selection(a, b)
+        pairs = np.concatenate(asked) if asked else np.zeros(0, np.uint64)
+        assert b.comparisons == pairs.size == np.unique(pairs).size      # each pair once
+        if not fixed and not accept_all:
+            kept, dup, _, _ = greedy_reference(buckets, n, lambda u, v: sim[u, v], t, limit)
+            assert b.kept.tolist() == kept and b.duplicate_of.tolist() == dup
+
+
+def test_rounds_out_of_room_say_so():
+    from gpu_dedup.kernels import greedy as K
+    off, mem = np.array([0, 50]), np.arange(50)
+    got = greedy_rounds(np, K, off, mem, 50, lambda p: np.zeros(p.size), 0.5, limit=4,
+                        room=100)
+    assert got is None
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_pairs_written_are_the_windows_and_those_the_rule_compares(seed):
+    # written: the similar pairs of each member with the first 2 * limit
+    # members of its buckets, and with the first `limit` kept members before
+    # it; not those a pass scored ahead against members then removed (they
+    # depend on how passes fell), nor two kept documents
+    rng = np.random.default_rng(70 + seed)
+    for _ in range(60):
+        n, buckets, sim = _random_case(rng, n_max=60, size_max=25)
+        limit = int(rng.integers(1, 5))
+        t = float(rng.choice([0.3, 0.5]))
+        kept, _, _, _ = greedy_reference(buckets, n, lambda u, v: sim[u, v], t, limit)
+        want = set()
+        kept_in = [[] for _ in buckets]
+        for v in range(n):
+            for bi, b in enumerate(buckets):
+                if v in b:
+                    pos = b.index(v)
+                    want.update((u, v) for u in b[:min(pos, 2 * limit)])
+                    want.update((u, v) for u in kept_in[bi][:limit])
+            for bi, b in enumerate(buckets):
+                if v in b and kept[v]:
+                    kept_in[bi].append(v)
+        want = sorted((u, v) for u, v in want if sim[u, v] >= t and not (kept[u] and kept[v]))
+        got = greedy_select(*_flat(buckets), n, lambda p: sim[unpack(p)], t, limit=limit)
+        u, v = unpack(got.pairs)
+        assert list(zip(u.tolist(), v.tolist())) == want
 
 
 def test_rounds_do_not_depend_on_the_order_of_buckets():

@@ -243,14 +243,15 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     nb = int(m.sizes.size)
     i64 = xp.int64
     # the windows: every rank against the first members of its buckets
-    width = xp.minimum(xp.where(m.d_rank < fixed, 0, d_pos), WINDOW * limit)
-    woff = xp.zeros(int(width.size) + 1, dtype=i64)
-    xp.cumsum(width, out=woff[1:])
+    # (fixed ranks are scored with nothing)
+    w_pos = xp.where(m.d_rank < fixed, 0, d_pos)
+    woff = xp.zeros(int(w_pos.size) + 1, dtype=i64)
+    xp.cumsum(xp.minimum(w_pos, WINDOW * limit), out=woff[1:])
     if room is not None and int(woff[-1]) * 32 > room:
         return None
     out = xp.empty(int(woff[-1]), dtype=xp.uint64)
-    k.window_round(m.d_rank, d_bkt, d_pos, b_off, members, WINDOW * limit, woff, out)
-    del width, woff
+    k.window_round(m.d_rank, d_bkt, w_pos, b_off, members, WINDOW * limit, woff, out)
+    del w_pos, woff
     # pairs as v << 32 | u: a document's side by side, at voff[v]:voff[v + 1]
     keys = xp.unique(out)
     del out

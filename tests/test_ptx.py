@@ -1,0 +1,132 @@
+"""Every CUDA kernel compiles for a real device (PTX for sm_90, an H200),
+with the argument types the backend launches it with.
+
+The simulator runs the kernels as Python, so it cannot catch code that
+Numba's CUDA target rejects. Here a run in the simulator records the types
+of every launch (a varied workload: both shingle kinds, 32- and 64-bit
+signatures, the one-permutation sketch, every cluster mode, normalization,
+exact substrings), and a second process, without the simulator, compiles
+each kernel for those types with NVVM. No GPU is needed, only Numba's CUDA
+target with NVVM (``numba-cuda[cu13]``, which ``[test]`` installs); without
+it the test skips and says so, and under ``CI=true`` it fails.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from test_gpu_backend import run_simulated
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+RECORD = textwrap.dedent(r'''
+    import json
+    import numba
+    import numpy as np
+    import pyarrow as pa
+    from numba.core import types
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.substr import exact_substrings
+
+    def sig_of(a):
+        t = numba.typeof(a)
+        if isinstance(t, types.Array):
+            dims = [":"] * t.ndim
+            if t.layout == "C":
+                dims[-1] = "::1"
+            return f"{t.dtype}[{', '.join(dims)}]"
+        return "boolean" if str(t) == "bool" else str(t)
+
+    names = {id(v): k for k, v in vars(kc).items() if k.endswith("_kernel")}
+    seen = {}
+    launch = kc._launch
+
+    def record(kernel, blocks, threads, *args):
+        sig = "(" + ", ".join(sig_of(a) for a in args) + ")"
+        seen.setdefault(names[id(kernel)], set()).add(sig)
+        return launch(kernel, blocks, threads, *args)
+    kc._launch = record
+
+    texts = ["the cat sat on the mat", "the cat sat on a mat!", "THE CAT SAT ON THE MAT",
+             "naïve café «résumé» ¼", "naïve café «résumé» ½", "日本語のテキスト、重複。",
+             "日本語のテキスト、重複!", "tabs\tand\u00a0nbsp  double", "x" * 40, "",
+             "a b c d e f g h", "a b c d e f g i", "emoji 😀 rocket 🚀"] * 2
+    arr = pa.array(texts, pa.large_string())
+    for cfg in (Config(ngram=3, num_perm=16, threshold=0.5),
+                Config(ngram=3, num_perm=16, threshold=0.5, signature_bits=64, keep="longest"),
+                Config(shingle="word", ngram=2, num_perm=16, threshold=0.5, cluster="components"),
+                Config(ngram=3, num_perm=16, threshold=0.5, sketch="oph"),
+                Config(ngram=3, num_perm=16, threshold=0.5, similarity="signature"),
+                Config(ngram=3, num_perm=16, threshold=0.5, normalize="nfkc,lower,punct,digits,ws")):
+        deduplicate(arr, cfg, GpuBackend(xp=np))
+        deduplicate(arr, cfg, GpuBackend(gpu_memory=400, xp=np))
+    # a crowded bucket, with kept members beyond the windows
+    sim = np.full((60, 60), 0.9)
+    sim[:, [10, 20]] = sim[[10, 20], :] = 0.0          # kept: 0, 10 and 20
+    score = lambda p: sim[(p >> np.uint64(32)).astype(int), (p & np.uint64(0xFFFFFFFF)).astype(int)]
+    sel = GpuBackend(xp=np).select(np.array([0, 60]), np.arange(60), 60, score, 0.5, 2)
+    assert sel.where == "device", sel.where
+    for unit, L in (("word", 3), ("char", 8)):
+        exact_substrings(arr, unit, L, backend=GpuBackend(xp=np), partition_bytes="64KiB")
+    print(json.dumps({"kernels": sorted(names.values()),
+                      "seen": {k: sorted(v) for k, v in seen.items()}}))
+''')
+
+COMPILE = textwrap.dedent(r'''
+    import json, sys, types
+    from numba import cuda
+    import numba.cuda.dispatcher as dispatcher
+    # device functions are compiled for the current device's compute
+    # capability; there is none here, so name the H200's
+    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
+    try:
+        cuda.compile_ptx(lambda a: None, "(int64[::1],)", cc=(9, 0))
+    except Exception as exc:
+        print(json.dumps({"nvvm": f"{type(exc).__name__}: {exc}".splitlines()[0]}))
+        sys.exit(0)
+    from gpu_dedup.kernels import cuda as kc
+    seen = json.loads(sys.stdin.read())["seen"]
+    failed = {}
+    compiled = 0
+    for name, sigs in seen.items():
+        for sig in sigs:
+            try:
+                cuda.compile_ptx(getattr(kc, name).py_func, sig, cc=(9, 0))
+                compiled += 1
+            except Exception as exc:
+                failed[f"{name}{sig}"] = f"{type(exc).__name__}: {exc}"[:600]
+    print(json.dumps({"nvvm": None, "compiled": compiled, "failed": failed}))
+''')
+
+
+@pytest.fixture(scope="module")
+def launches():
+    return run_simulated(RECORD)
+
+
+def test_the_workload_launches_every_kernel(launches):
+    missing = set(launches["kernels"]) - set(launches["seen"])
+    assert not missing, f"kernels never launched, so never compiled here: {sorted(missing)}"
+
+
+def test_every_kernel_compiles_for_sm_90(launches):
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, "-c", COMPILE], input=json.dumps(launches),
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    if got["nvvm"]:
+        why = f"no NVVM to compile PTX with: {got['nvvm']} (pip install 'numba-cuda[cu13]')"
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"{why}; [test] brings it, so CI must compile", pytrace=False)
+        pytest.skip(why)
+    assert not got["failed"], json.dumps(got["failed"], indent=1)
+    assert got["compiled"] >= len(launches["seen"])
