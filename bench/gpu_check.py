@@ -361,7 +361,9 @@ def main(argv=None) -> int:
                       f"{_rate(n, secs)} docs/s", f"{secs:.2f} s",
                       f"{n:,} x {len(arr[0].as_py())} B docs, K={K}, "
                       f"b{cfg.resolved().bands}r{cfg.resolved().rows}, "
-                      f"removed {res.stats['removed']:,}; ran on {res.backend}; {stages}; "
+                      f"removed {res.stats['removed']:,}; ran on {res.backend}; "
+                      f"selection on {res.stats.get('selection_ran_on')}; normalized on the "
+                      f"host: {res.stats.get('normalized_on_host')}; {stages}; "
                       f"peak {res.stats.get('device_peak_bytes', 0) / 2 ** 30:.2f} GiB")
             status.setdefault("peak", 0)
             status["peak"] = max(status["peak"], res.stats.get("device_peak_bytes", 0))
@@ -406,7 +408,8 @@ def main(argv=None) -> int:
                       f"{secs:.1f} s",
                       f"{_gb(size)} JSONL (written in {written:.0f} s), {rep['work']['store']} "
                       f"store, {rep['work']['chunks']} chunks, removed "
-                      f"{rep['documents']['removed']:,}; {stages}")
+                      f"{rep['documents']['removed']:,}; selection on "
+                      f"{rep['work'].get('selection_ran_on')}; {stages}")
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     section("out of core", 20 if args.simulate else 120, out_of_core)
