@@ -18,12 +18,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["removals", "speed", "speed-stages", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["removals", "speed", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed: a million short documents and 58k real ones, beside rensa and datasketch",
     "speed-stages": "Per stage, before and after: `python bench/one_engine.py --speed --old OLD "
                     "--section speed-stages`",
+    "selection": "Greedy selection, sequential passes beside parallel rounds: "
+                 "`python bench/selection.py`",
     "index": "Deduplicating against an index, and contamination: `python bench/index.py`",
     "substr": "Repeated passages: `python bench/substr.py`",
     "storage": "Object storage beside local disk: `python bench/storage.py`",

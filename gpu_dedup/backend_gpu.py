@@ -960,7 +960,7 @@ class GpuBackend:
             h = self.to_host
             return Selection(h(sel.kept), h(sel.duplicate_of), h(sel.similarity), h(sel.pairs),
                              h(sel.pair_scores), sel.comparisons, sel.skipped, sel.rounds,
-                             "device")
+                             "device", sel.scored)
 
     def components(self, n: int, ea, eb):
         """Connected-component label of each of ``n`` nodes (labels may differ

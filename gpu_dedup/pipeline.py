@@ -208,7 +208,10 @@ def _report(runner, outputs, device_line, on_bad_record, monitor, executor, t_st
             # on a device: documents whose normalization needed the host (not ASCII)
             "normalized_on_host": runner.stats().get("normalized_on_host"),
             # greedy selection: "device", "host", or why a device run did it on the host
-            "selection_ran_on": runner.stats().get("selection_ran_on")}
+            "selection_ran_on": runner.stats().get("selection_ran_on"),
+            # its rounds (passes on a CPU) and the pairs it scored
+            "selection_rounds": runner.stats().get("selection_rounds"),
+            "selection_scored": runner.stats().get("selection_scored")}
     seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - t_start}
     report = build_report(runner, seconds, device_line.split(": ", 1)[1], outputs,
                           on_bad_record=on_bad_record, memory=memory,

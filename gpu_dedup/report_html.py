@@ -344,11 +344,12 @@ def render(report: dict, result, corpus) -> str:
     details = [("clusters", report["clusters"]["total"]),
                ("clusters with duplicates", report["clusters"]["with_duplicates"]),
                ("pairs compared", e["candidates"]), ("similar pairs", e["verified"]),
-               ("exact edges", e["exact"]), ("rounds", e["rounds"]),
+               ("exact edges", e["exact"]), ("verification rounds", e["rounds"]),
                ("comparisons skipped (bucket limit)", sel.get("skipped_comparisons", 0)),
                ("documents without shingles", d["without_shingles"]),
                ("invalid UTF-8 replaced", d["invalid_utf8_replaced"]),
                ("bad records skipped", bad.get("skipped", 0))]
+    details = [(k, v) for k, v in details if v is not None]    # no rounds in greedy mode
     params = [(k, p[k]) for k in ("shingle", "ngram", "num_perm", "bands", "rows", "threshold",
                                   "seed", "similarity", "verify", "exact", "keep", "cluster",
                                   "bucket_limit")

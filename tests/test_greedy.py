@@ -63,7 +63,7 @@ def test_rounds_equal_the_sequential_rule_on_random_graphs(seed):
         u, v = unpack(got.pairs)
         assert not (got.kept[u] & got.kept[v]).any()
         assert (got.pair_scores >= t).all()
-        assert got.comparisons == sum(calls)
+        assert got.scored == sum(calls) and got.comparisons <= got.scored
 
 
 def _same_selection(a, b):
@@ -101,7 +101,8 @@ def test_parallel_rounds_equal_the_sequential_passes_bit_for_bit(seed):
                           accept_all=accept_all)
         _same_selection(a, b)
         pairs = np.concatenate(asked) if asked else np.zeros(0, np.uint64)
-        assert b.comparisons == pairs.size == np.unique(pairs).size      # each pair once
+        assert b.scored == pairs.size == np.unique(pairs).size      # each pair once
+        assert a.comparisons == b.comparisons == b.scored <= a.scored
         if not fixed and not accept_all:
             kept, dup, _, _ = greedy_reference(buckets, n, lambda u, v: sim[u, v], t, limit)
             assert b.kept.tolist() == kept and b.duplicate_of.tolist() == dup

@@ -138,7 +138,7 @@ def assert_same(report_a, out_a, report_b, out_b):
 
 def test_default_budget_equals_in_memory_run(corpus, tmp_path):
     paths, ref, ref_report = corpus
-    assert ref_report["edges"]["rounds"] > 1          # several passes are exercised
+    assert ref_report["work"]["selection_rounds"] > 1  # several passes are exercised
     assert ref_report["documents"]["invalid_utf8_replaced"] == 1
     report = run_staged(paths, str(tmp_path / "out"), CFG, html=True)
     assert_same(ref_report, ref, report, str(tmp_path / "out"))

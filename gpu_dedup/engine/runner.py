@@ -503,9 +503,12 @@ class Runner:
         st.save_npy("verify/rep_kept.npy", kept)
         st.save_npy("verify/rep_dup.npy", dup)
         st.save_npy("verify/rep_sim.npy", sim)
-        return {"candidates": sel.comparisons, "rounds": sel.rounds, "skipped": sel.skipped,
+        # the rounds and the pairs actually scored depend on how the rule was
+        # computed (passes on a CPU, rounds on a device): work, not results
+        return {"candidates": sel.comparisons, "rounds": None, "skipped": sel.skipped,
                 "unresolved": 0, "verified": int(pairs.size),
-                "units": max(1, score.calls[0]), "selection": sel.where}
+                "units": max(1, score.calls[0]), "selection": sel.where,
+                "selection_rounds": sel.rounds, "selection_scored": sel.scored}
 
     def _priority(self):
         """Keep priority of the representatives: ``(pos_of_rank, best)``.
@@ -729,6 +732,8 @@ class Runner:
             "rounds": v["rounds"],
             "skipped_comparisons": v["skipped"],
             "selection_ran_on": v.get("selection"),
+            "selection_rounds": v.get("selection_rounds"),
+            "selection_scored": v.get("selection_scored"),
             "unresolved_edges": v["unresolved"],
             "shingles": self.shingles,
             "removed_similarity": m["removed_similarity"],

@@ -61,11 +61,16 @@ class Selection:
         pairs: packed ``u << 32 | v`` rank pairs (``u < v``) scored at or
             above the threshold, sorted.
         pair_scores: their scores.
-        comparisons: distinct pairs scored.
+        comparisons: distinct pairs the rule compares: each member with the
+            first ``2 * limit`` members of its buckets (its window), and
+            with the first ``limit`` kept members before it; the same
+            however it is computed.
         skipped: bucket comparisons left out by the per-bucket bound.
         rounds: rounds run.
         where: where it ran (``"host"``, ``"device"``, or why it is on the
             host).
+        scored: distinct pairs scored (the sequential passes also score
+            some ahead against members that are then removed).
     """
 
     kept: np.ndarray
@@ -77,6 +82,7 @@ class Selection:
     skipped: int
     rounds: int
     where: str = "host"
+    scored: int = 0
 
 
 class _Memo:
@@ -111,6 +117,11 @@ class _Memo:
         keys, vals = keys[ok], vals[ok]
         order = np.argsort(keys)
         return keys[order], vals[order]
+
+    def compared(self, d_off, d_bkt, b_off, klist, kcount, limit: int) -> int:
+        """How many of the pairs scored here are pairs the rule compares."""
+        u, v = unpack(self.t_keys[self.t_keys != 0])
+        return int(candidate_mask(u, v, d_off, d_bkt, b_off, klist, kcount, limit).sum())
 
     def add(self, new: np.ndarray) -> None:
         """Score the packed pairs ``new`` (sorted, distinct, none known yet)."""
@@ -199,6 +210,7 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     # the pairs the rule compares: the windows, and the first `limit` kept
     # members of each bucket before a member (pairs scored ahead against
     # members then removed are left out: they depend on how passes fell)
+    compared = memo.compared(d_off, d_bkt, b_off, klist, kcount, int(limit))
     keys, scores = memo.similar_pairs(threshold)
     mu, mv = unpack(keys)
     cand = candidate_mask(mu, mv, d_off, d_bkt, b_off, klist, kcount, int(limit))
@@ -207,8 +219,8 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     scores = np.concatenate([p_s[ok], scores[cand]])
     order = np.argsort(keys)
     pairs, pair_scores = _kept_apart(np, keys[order], scores[order], kept)
-    return Selection(kept, dup, sim, pairs, pair_scores, p_s.size + memo.count,
-                     _skipped(np, m, kept, limit, fixed), passes)
+    return Selection(kept, dup, sim, pairs, pair_scores, p_s.size + compared,
+                     _skipped(np, m, kept, limit, fixed), passes, scored=p_s.size + memo.count)
 
 
 def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float,
@@ -312,7 +324,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     ok = xp.ones(keys.shape, dtype=xp.bool_) if accept_all else vals >= threshold
     pairs, pair_scores = _kept_apart(xp, keys[ok], vals[ok], kept)
     return Selection(kept, dup, sim, pairs, pair_scores, int(keys.size),
-                     _skipped(xp, m, kept, limit, fixed), rounds)
+                     _skipped(xp, m, kept, limit, fixed), rounds, scored=int(keys.size))
 
 
 def _swap(packed):
