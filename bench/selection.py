@@ -80,7 +80,7 @@ def main(argv=None) -> int:
                         times["rounds"].append(time.perf_counter() - t)
                     row.update(seq=statistics.median(times["passes"]), passes=s.rounds,
                                par=statistics.median(times["rounds"]), rounds=r.rounds,
-                               scored=(s.comparisons, r.comparisons),
+                               scored=(s.scored, r.scored),
                                removed=int((~s.kept).sum()), same=_same(s, r))
                     return s
             cfg = Config(shingle="char", ngram=5, normalize="none", num_perm=128,

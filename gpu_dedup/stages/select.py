@@ -235,14 +235,16 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     Args:
         xp: NumPy, or CuPy (the arrays stay on the device; ``score_fn`` gets
             and returns host arrays).
-        k: the kernels: ``kernels.greedy`` (CPU) or ``kernels.cuda.GREEDY``.
+        k: the kernels: ``kernels.greedy`` (CPU) or
+            ``kernels.cuda.greedy_kernels(xp)`` (GPU).
         room: bytes the first round of scored pairs may take (32 a pair);
             None for no bound.
         The others: as for :func:`greedy_select`.
 
     Returns:
-        A :class:`Selection` of ``xp`` arrays; ``comparisons`` counts the
-        pairs scored, ``rounds`` the rounds. None when the first round
+        A :class:`Selection` of ``xp`` arrays; ``comparisons`` and
+        ``scored`` are equal (the rounds score only pairs the rule
+        compares), ``rounds`` counts the rounds. None when the first round
         would take more than ``room``.
     """
     if limit < 1:
@@ -359,7 +361,9 @@ def _membership(xp, bucket_off, members, n: int, fixed: int) -> _Members:
     members = xp.ascontiguousarray(xp.asarray(members, dtype=xp.int64)[lo:hi])
     b_off = bucket_off - lo
     sizes = b_off[1:] - b_off[:-1]
-    seg = xp.repeat(xp.arange(int(sizes.size), dtype=xp.int64), sizes)
+    # the bucket of every entry (no repeat by counts: CuPy's takes no array)
+    seg = xp.searchsorted(b_off[1:], xp.arange(hi - lo, dtype=xp.int64), side="right")
+    seg = seg.astype(xp.int64)
     multi = sizes[seg] > 1
     seg, mem = seg[multi], members[multi]
     ent = xp.flatnonzero(multi)
@@ -386,9 +390,7 @@ def _skipped(xp, m: _Members, kept, limit: int, fixed: int) -> int:
     before = xp.cumsum(is_k) - is_k
     first = xp.ones(int(seg.size), dtype=xp.bool_)
     first[1:] = seg[1:] != seg[:-1]
-    heads = xp.flatnonzero(first)
-    runs = xp.diff(xp.concatenate([heads, xp.asarray([seg.size], dtype=heads.dtype)]))
-    before -= xp.repeat(before[heads], runs)
+    before -= before[xp.flatnonzero(first)][xp.cumsum(first) - 1]
     return int(xp.maximum(before - limit, 0)[mem >= fixed].sum())
 
 
