@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .greedy import find_sorted
 from .hashing import (GOLDEN, OPH_PROBES, U64, band_key_start, band_key_step, fmix64,
                       is_space, oph_probes, oph_row, permute, utf8_decode, xxh64)
 
@@ -851,17 +852,7 @@ def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
 @njit(cache=True, inline="always")
 def _window_find(p_off, p_u, v, u):
     """Position of ``u`` in rank ``v``'s window list, or -1."""
-    lo = p_off[v]
-    hi = p_off[v + 1]
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if p_u[mid] < u:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < p_off[v + 1] and p_u[lo] == u:
-        return lo
-    return -1
+    return find_sorted(p_u, p_off[v], p_off[v + 1], u)
 
 
 @njit(cache=True)

@@ -64,13 +64,15 @@ RECORD = textwrap.dedent(r'''
                 Config(shingle="word", ngram=2, num_perm=16, threshold=0.5, cluster="components"),
                 Config(ngram=3, num_perm=16, threshold=0.5, sketch="oph"),
                 Config(ngram=3, num_perm=16, threshold=0.5, similarity="signature"),
-                Config(ngram=3, num_perm=16, threshold=0.5, normalize="nfkc,lower,punct,digits,ws")):
+                Config(ngram=3, num_perm=16, threshold=0.5,
+                       normalize="nfkc,lower,punct,digits,ws")):
         deduplicate(arr, cfg, GpuBackend(xp=np))
         deduplicate(arr, cfg, GpuBackend(gpu_memory=400, xp=np))
     # a crowded bucket, with kept members beyond the windows
     sim = np.full((60, 60), 0.9)
     sim[:, [10, 20]] = sim[[10, 20], :] = 0.0          # kept: 0, 10 and 20
-    score = lambda p: sim[(p >> np.uint64(32)).astype(int), (p & np.uint64(0xFFFFFFFF)).astype(int)]
+    score = lambda p: sim[(p >> np.uint64(32)).astype(int),
+                          (p & np.uint64(0xFFFFFFFF)).astype(int)]
     sel = GpuBackend(xp=np).select(np.array([0, 60]), np.arange(60), 60, score, 0.5, 2)
     assert sel.where == "device", sel.where
     for unit, L in (("word", 3), ("char", 8)):

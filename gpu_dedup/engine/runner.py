@@ -34,7 +34,7 @@ from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_ed
 from ..stages.select import chaining_summary, similarity_summary
 from ..timing import StageTimer
 from . import tasks
-from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids, needs_signatures
+from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids
 
 log = logging.getLogger("gpu_dedup")
 
