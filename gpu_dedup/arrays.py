@@ -45,16 +45,17 @@ def distinct_count(x) -> int:
     return int(np.count_nonzero(np.bincount(x))) if x.size else 0
 
 
-def concat_csr(parts, dtype=np.int64):
+def concat_csr(parts, dtype=np.int64, xp=np):
     """One ``(offsets, values)`` of a list of them (offsets from 0, values of
-    ``dtype``), as the pieces of buckets or of shingle sets concatenate."""
-    offs, vals, base = [np.zeros(1, np.int64)], [], 0
+    ``dtype``), as the pieces of buckets or of shingle sets concatenate; in
+    the array module ``xp`` (NumPy, or CuPy for pieces on the device)."""
+    offs, vals, base = [xp.zeros(1, dtype=np.int64)], [], 0
     for off, val in parts:
-        off = np.asarray(off, dtype=np.int64)
+        off = xp.asarray(off, dtype=np.int64)
         offs.append(off[1:] - off[0] + base)
         base += int(off[-1] - off[0])
-        vals.append(np.asarray(val, dtype=dtype))
-    return np.concatenate(offs), (np.concatenate(vals) if vals else np.zeros(0, dtype))
+        vals.append(xp.asarray(val, dtype=dtype))
+    return xp.concatenate(offs), (xp.concatenate(vals) if vals else xp.zeros(0, dtype=dtype))
 
 
 def string_ranges(data: np.ndarray, b0: np.ndarray, b1: np.ndarray):

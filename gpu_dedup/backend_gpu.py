@@ -71,6 +71,10 @@ SET_BYTES_PER_BYTE = 64
 #: Device bytes per band key when grouping key segments (the keys, positions
 #: and segment indices, two sort orders, the sorted copies and the edges).
 SEGMENT_BYTES_PER_KEY = 160
+#: The groups of a split run of key segments are merged on the device when
+#: their results take at most this share of the budget (32 bytes an edge or
+#: member: the results, their concatenation and the sort), else on the host.
+MERGE_SHARE = 0.5
 
 # -- probing -------------------------------------------------------------------
 
@@ -458,8 +462,9 @@ class GpuBackend:
                                   f"{'NumPy (simulated device)' if self._simulated else 'CuPy'}",
                 "signatures": "device",
                 "band keys": "device",
-                "bucketing": f"device ({self._grouping}); groups too large for the device "
-                             f"budget merged on the host",
+                "bucketing": f"device ({self._grouping}); key segments beyond a batch are "
+                             f"grouped in turn and merged on the device, on the host when the "
+                             f"merge would take over {MERGE_SHARE:.0%} of the budget",
                 "selection": f"device: the greedy rule in rounds (Numba CUDA, a thread per "
                              f"undecided document and per open bucket; {mod} sorts); on the "
                              f"host when the buckets do not fit the budget (report.json "
@@ -763,8 +768,8 @@ class GpuBackend:
             seg: int64 segment boundaries, segments + 1 entries.
 
         Returns:
-            uint64 edges: on the device when one group held every segment,
-            else on the host.
+            uint64 edges: on the device, unless the groups' edges were too
+            many to merge there (see ``MERGE_SHARE``).
 
         Raises:
             ValueError: the arrays do not describe segments of keys.
@@ -783,14 +788,19 @@ class GpuBackend:
             return parts[0][1]
         if not parts:
             return xp.zeros(0, dtype=xp.uint64)
+        if self._merge_fits(sum(int(p.shape[0]) for _, p in parts)):
+            with self._tracked():
+                return xp.unique(xp.concatenate([p for _, p in parts]))
         return unique(np.concatenate([self.to_host(p) for _, p in parts])).astype(
             np.uint64, copy=False)
+
+    def _merge_fits(self, items: int) -> bool:
+        return 32 * items <= MERGE_SHARE * self.budget
 
     def segment_buckets(self, keys, docs, seg):
         """The buckets of two or more members of several key segments,
         ``(off, members)``; equal to ``kernels.cpu.segment_buckets``. Batched
-        as :meth:`segment_bucket_edges`; on the host unless one group held
-        every segment."""
+        as :meth:`segment_bucket_edges`, and merged where it merges."""
         xp = self.xp
 
         def group(k, d, s):
@@ -798,6 +808,9 @@ class GpuBackend:
         parts = self._segment_groups(keys, docs, seg, group)
         if len(parts) == 1 and parts[0][0]:
             return parts[0][1]
+        if self._merge_fits(sum(int(o.shape[0]) + int(m.shape[0]) for _, (o, m) in parts)):
+            with self._tracked():
+                return concat_csr([p for _, p in parts], xp=self.xp)
         return concat_csr([(self.to_host(off), self.to_host(mem)) for _, (off, mem) in parts])
 
     def _segment_groups(self, keys, docs, seg, group) -> list:

@@ -47,6 +47,54 @@ from . import substr as _substr
 #: True when Numba's CUDA simulator stands in for the GPU.
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
 
+
+def _shared_alloc(shape, dtype):
+    """A simulated block's shared array (looked up at call time)."""
+    return np.empty(shape, dtype)
+
+
+def _simulator_shared_arrays_once() -> None:
+    """Make the simulator's ``cuda.shared.array`` give every thread of a block
+    the same array.
+
+    The simulator allocates a block's shared array when the first of its
+    threads reaches the line, without a lock: two threads that reach it
+    together may each get their own array, and the block then computes on
+    memory its other threads never wrote (a rare, load-dependent wrong
+    signature). This is the simulator's own lookup by calling line, under a
+    lock; it must be the method itself, since the line is found from the
+    caller's frame."""
+    import sys
+    import threading
+    import traceback
+
+    from numba.cuda.simulator import kernelapi
+
+    shared = kernelapi.FakeCUDAShared
+    if getattr(shared, "_gpu_dedup_locked", False):
+        return
+    unlocked = shared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype, alignment=None):
+        if shape == 0:                    # dynamic shared memory: no lookup
+            return unlocked(self, shape, dtype)
+        if isinstance(dtype, kernelapi.types.Type):
+            dtype = kernelapi.numpy_support.as_dtype(dtype)
+        caller = traceback.extract_stack(sys._getframe(), limit=2)[0][0:2]
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                res = self._allocations[caller] = _shared_alloc(shape, dtype)
+        return res
+
+    shared.array = array
+    shared._gpu_dedup_locked = True
+
+
+if SIMULATOR:
+    _simulator_shared_arrays_once()
+
 #: Threads per block of the block-per-document kernels, and shingle slots
 #: hashed into shared memory per round (8 bytes each). The simulator runs
 #: each thread as a Python thread, so it gets small blocks and chunks, which

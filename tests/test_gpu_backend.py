@@ -420,3 +420,38 @@ def test_cuda_kernels_compile_and_hash_in_integers_only():
             assert ops, name                      # they do divide in float64
         else:
             assert ops == [], (name, ops)
+
+
+SHARED_RACE = textwrap.dedent(r'''
+    import json, time
+    import numpy as np
+    from numba import cuda
+    from gpu_dedup.kernels import cuda as kc
+
+    alloc = kc._shared_alloc
+
+    def slow(shape, dtype):               # every thread of a block reaches the line first
+        time.sleep(0.005)
+        return alloc(shape, dtype)
+    kc._shared_alloc = slow
+
+    @cuda.jit
+    def total(out):
+        sh = cuda.shared.array(16, np.int64)
+        t = cuda.threadIdx.x
+        sh[t] = t
+        cuda.syncthreads()
+        s = 0
+        for j in range(16):
+            s += sh[j]
+        out[cuda.blockIdx.x, t] = s
+    out = np.zeros((4, 16), np.int64)
+    total[4, 16](out)
+    print(json.dumps({"wrong": int((out != 120).sum())}))
+''')
+
+
+def test_in_the_simulator_a_block_shares_one_shared_array_even_when_threads_race():
+    # the simulator allocates a block's shared array when its first thread
+    # reaches the line; threads arriving together must still share one
+    assert run_simulated(SHARED_RACE)["wrong"] == 0

@@ -253,3 +253,35 @@ def test_in_the_simulator_greedy_selection_runs_on_the_device_and_equals_the_cpu
     assert got["where"] == ["device"], got
     assert got["removed"] > 50
     assert got["same"] == got["cases"], got
+
+
+MERGE = textwrap.dedent(r'''
+    import json
+    import numpy as np
+    from gpu_dedup.backend import CpuBackend
+    from gpu_dedup.backend_gpu import GpuBackend
+    from gpu_dedup.doctor import Comparison, compare_segment_edges
+    out = {}
+    for budget in (16 << 10, 1 << 20, 256 << 20):
+        be = GpuBackend(gpu_memory=budget, xp=np)
+        fits = []
+        merge_fits = be._merge_fits
+        be._merge_fits = lambda items: fits.append(merge_fits(items)) or fits[-1]
+        cmp = Comparison()
+        compare_segment_edges(be, CpuBackend(), cmp, seed=3, keys_per_segment=300)
+        k = np.random.default_rng(1).integers(0, 40, 1500).astype(np.uint64)
+        seg = np.array([0, 200, 700, 700, 1500])
+        got = be.segment_buckets(k, np.zeros(0, np.int64), seg)
+        want = CpuBackend().segment_buckets(k, np.zeros(0, np.int64), seg)
+        same = all(np.array_equal(be.to_host(g), w) for g, w in zip(got, want))
+        out[str(budget)] = [cmp.identical and same, sorted(set(fits))]
+    print(json.dumps(out))
+''')
+
+
+def test_in_the_simulator_split_bucketing_merges_on_the_device_when_it_fits():
+    got = run_simulated(MERGE)
+    assert all(same for same, _ in got.values()), got
+    assert got[str(16 << 10)][1] == [False]          # split, merged on the host
+    assert got[str(1 << 20)][1] == [True]            # split, merged on the device
+    assert got[str(256 << 20)][1] == []              # one group: no merge
