@@ -229,7 +229,7 @@ SELECT = textwrap.dedent(r'''
     rng = np.random.default_rng(5)
     gpu, cpu = GpuBackend(xp=np), CpuBackend()
     out = {"same": 0, "cases": 0, "where": set(), "removed": 0}
-    for it in range(24):
+    for it in range(15):
         n, buckets, sim = _random_case(rng, n_max=40, size_max=20)
         kw = {"threshold": float(rng.choice([0.3, 0.5, 0.8])), "limit": int(rng.integers(1, 5)),
               "fixed": int(rng.integers(0, n + 1)) if it % 3 == 0 else 0,
@@ -251,7 +251,7 @@ SELECT = textwrap.dedent(r'''
 def test_in_the_simulator_greedy_selection_runs_on_the_device_and_equals_the_cpu():
     got = run_simulated(SELECT)
     assert got["where"] == ["device"], got
-    assert got["removed"] > 50
+    assert got["removed"] > 30
     assert got["same"] == got["cases"], got
 
 
