@@ -35,12 +35,6 @@ CORPORA = {"short": lambda: corpora.debian_short(1_000_000),
            "entries": lambda: corpora.debian_entries()}
 
 
-def _same(a, b) -> bool:
-    return (all(np.array_equal(getattr(a, f), getattr(b, f), equal_nan=True)
-                for f in ("kept", "duplicate_of", "similarity", "pairs", "pair_scores"))
-            and a.skipped == b.skipped)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--corpora", default="short,entries")
@@ -81,7 +75,7 @@ def main(argv=None) -> int:
                     row.update(seq=statistics.median(times["passes"]), passes=s.rounds,
                                par=statistics.median(times["rounds"]), rounds=r.rounds,
                                scored=(s.scored, r.scored),
-                               removed=int((~s.kept).sum()), same=_same(s, r))
+                               removed=int((~s.kept).sum()), same=s.same_as(r))
                     return s
             cfg = Config(shingle="char", ngram=5, normalize="none", num_perm=128,
                          threshold=0.8, bucket_limit=limit)

@@ -36,6 +36,7 @@ streaming logic is tested on machines without a GPU.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 
@@ -950,7 +951,7 @@ class GpuBackend:
         not fit in the budget. Only the kept mask, ``duplicate_of``, the
         similarities and the similar pairs come back; ``score_fn`` gets the
         pairs to score on the host."""
-        from .stages.select import Selection, greedy_rounds, greedy_select
+        from .stages.select import greedy_rounds, greedy_select
         entries = int(np.asarray(bucket_off)[-1] - np.asarray(bucket_off)[0])
         need = entries * SELECT_BYTES_PER_ENTRY + int(n) * SELECT_BYTES_PER_DOC
         if need > self.budget:
@@ -971,9 +972,9 @@ class GpuBackend:
                              f"budget of {self.budget >> 20:,} MiB")
                 return sel
             h = self.to_host
-            return Selection(h(sel.kept), h(sel.duplicate_of), h(sel.similarity), h(sel.pairs),
-                             h(sel.pair_scores), sel.comparisons, sel.skipped, sel.rounds,
-                             "device", sel.scored)
+            return dataclasses.replace(sel, kept=h(sel.kept), duplicate_of=h(sel.duplicate_of),
+                                       similarity=h(sel.similarity), pairs=h(sel.pairs),
+                                       pair_scores=h(sel.pair_scores), where="device")
 
     def components(self, n: int, ea, eb):
         """Connected-component label of each of ``n`` nodes (labels may differ

@@ -204,14 +204,6 @@ def compare_segment_edges(gpu, cpu, cmp: Comparison, seed: int = 0, keys_per_seg
                   f"{segments} segments, {total:,} keys, {want.size:,} edges")
 
 
-def _canonical_labels(labels) -> np.ndarray:
-    """Component labels as the smallest node of each component."""
-    labels = np.asarray(labels, dtype=np.int64)
-    first = np.full(labels.max() + 1 if labels.size else 0, labels.size, dtype=np.int64)
-    np.minimum.at(first, labels, np.arange(labels.size, dtype=np.int64))
-    return first[labels]
-
-
 def compare_grouping_selection(gpu, cpu, cmp: Comparison, seed: int = 0, n: int = 3000) -> None:
     """Exact grouping, greedy selection (crowded buckets, ranks kept
     already, verification off) and connected components on both backends;
@@ -240,16 +232,15 @@ def compare_grouping_selection(gpu, cpu, cmp: Comparison, seed: int = 0, n: int 
                                                     "accept_all": True})):
         g = gpu.select(off, members, n, score, **kw)
         c = cpu.select(off, members, n, score, **kw)
-        same = all(_same(getattr(g, f), getattr(c, f)) for f in
-                   ("kept", "duplicate_of", "similarity", "pairs", "pair_scores"))
-        same = same and g.skipped == c.skipped
+        same = g.same_as(c)
         detail = (f"{int((~c.kept).sum()):,} of {n:,} removed, {c.pairs.size:,} pairs, "
                   f"{g.rounds} rounds; ran on: {g.where}")
         cmp.add(f"greedy selection ({label})", same and g.where == "device", detail)
     ea = rng.integers(0, n, size=n)
     eb = rng.integers(0, n, size=n)
-    cmp.check("components", _canonical_labels(gpu.components(n, ea, eb)),
-              _canonical_labels(cpu.components(n, ea, eb)), f"{n:,} nodes, {n:,} edges")
+    from .stages.components import cluster_ids
+    cmp.check("components", cluster_ids(gpu.to_host(gpu.components(n, ea, eb))),
+              cluster_ids(cpu.components(n, ea, eb)), f"{n:,} nodes, {n:,} edges")
 
 
 def compare_runs(gpu, cpu, texts, cfg, cmp: Comparison, label: str,

@@ -240,9 +240,7 @@ SELECT = textwrap.dedent(r'''
         out["cases"] += 1
         out["where"].add(g.where)
         out["removed"] += int((~c.kept).sum())
-        out["same"] += all(np.array_equal(getattr(g, f), getattr(c, f), equal_nan=True)
-                           for f in ("kept", "duplicate_of", "similarity", "pairs",
-                                     "pair_scores")) and g.skipped == c.skipped
+        out["same"] += g.same_as(c)
     out["where"] = sorted(out["where"])
     print(json.dumps(out))
 ''')

@@ -108,6 +108,18 @@ def test_parallel_rounds_equal_the_sequential_passes_bit_for_bit(seed):
             assert b.kept.tolist() == kept and b.duplicate_of.tolist() == dup
 
 
+def test_same_as_sees_one_changed_result_and_ignores_how_it_was_computed():
+    import dataclasses
+    sim = np.full((6, 6), 0.9)
+    a = greedy_select(np.array([0, 6]), np.arange(6), 6, lambda p: sim[unpack(p)], 0.5)
+    assert a.same_as(dataclasses.replace(a, rounds=9, scored=99, where="device"))
+    dup = a.duplicate_of.copy()
+    dup[3] = 4
+    assert not a.same_as(dataclasses.replace(a, duplicate_of=dup))
+    assert not a.same_as(dataclasses.replace(a, skipped=a.skipped + 1))
+    assert not a.same_as(dataclasses.replace(a, pair_scores=a.pair_scores + 1e-12))
+
+
 def test_rounds_out_of_room_say_so():
     from gpu_dedup.kernels import greedy as K
     off, mem = np.array([0, 50]), np.arange(50)

@@ -84,6 +84,15 @@ class Selection:
     where: str = "host"
     scored: int = 0
 
+    def same_as(self, other: "Selection") -> bool:
+        """The same result as ``other``, bit for bit: kept, ``duplicate_of``,
+        similarities, the pairs and their scores, comparisons skipped (not
+        how it was computed: rounds, pairs scored, where)."""
+        return (all(np.array_equal(np.asarray(getattr(self, f)), np.asarray(getattr(other, f)),
+                                   equal_nan=f in ("similarity", "pair_scores"))
+                    for f in ("kept", "duplicate_of", "similarity", "pairs", "pair_scores"))
+                and self.skipped == other.skipped)
+
 
 class _Memo:
     """Scores of the pairs compared outside the windows, in a hash table
@@ -109,19 +118,14 @@ class _Memo:
         self.t_vals = np.zeros(size, np.float64)
         table_insert(self.t_keys, self.t_vals, keys, vals)
 
-    def similar_pairs(self, threshold: float) -> tuple[np.ndarray, np.ndarray]:
-        """The pairs scored similar, sorted, and their scores."""
+    def compared_pairs(self, d_off, d_bkt, b_off, klist, kcount, limit: int):
+        """The pairs scored here that the rule compares (not those scored
+        ahead against members then removed), and their scores."""
         used = self.t_keys != 0
         keys, vals = self.t_keys[used], self.t_vals[used]
-        ok = self.similar(vals, threshold)
-        keys, vals = keys[ok], vals[ok]
-        order = np.argsort(keys)
-        return keys[order], vals[order]
-
-    def compared(self, d_off, d_bkt, b_off, klist, kcount, limit: int) -> int:
-        """How many of the pairs scored here are pairs the rule compares."""
-        u, v = unpack(self.t_keys[self.t_keys != 0])
-        return int(candidate_mask(u, v, d_off, d_bkt, b_off, klist, kcount, limit).sum())
+        u, v = unpack(keys)
+        cand = candidate_mask(u, v, d_off, d_bkt, b_off, klist, kcount, limit)
+        return keys[cand], vals[cand]
 
     def add(self, new: np.ndarray) -> None:
         """Score the packed pairs ``new`` (sorted, distinct, none known yet)."""
@@ -210,13 +214,13 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     # the pairs the rule compares: the windows, and the first `limit` kept
     # members of each bucket before a member (pairs scored ahead against
     # members then removed are left out: they depend on how passes fell)
-    compared = memo.compared(d_off, d_bkt, b_off, klist, kcount, int(limit))
-    keys, scores = memo.similar_pairs(threshold)
-    mu, mv = unpack(keys)
-    cand = candidate_mask(mu, mv, d_off, d_bkt, b_off, klist, kcount, int(limit))
+    keys, scores = memo.compared_pairs(d_off, d_bkt, b_off, klist, kcount, int(limit))
+    compared = keys.size
+    ok = memo.similar(scores, threshold)
+    keys, scores = keys[ok], scores[ok]
     ok = memo.similar(p_s, threshold)
-    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys[cand]])
-    scores = np.concatenate([p_s[ok], scores[cand]])
+    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys])
+    scores = np.concatenate([p_s[ok], scores])
     order = np.argsort(keys)
     pairs, pair_scores = _kept_apart(np, keys[order], scores[order], kept)
     return Selection(kept, dup, sim, pairs, pair_scores, p_s.size + compared,
