@@ -20,6 +20,7 @@ paths at once). For a URL:
 from __future__ import annotations
 
 import os
+import re
 import threading
 from urllib.parse import urlparse
 
@@ -70,22 +71,103 @@ def local_path(path):
     return path
 
 
-def _redact(text: str) -> str:
-    for k in ("secret_key", "access_key", "session_token", "account_key", "token"):
+#: a URL in a text: a scheme, ``://`` and what follows up to a blank or a quote
+_URL_RE = re.compile(r"""([A-Za-z][A-Za-z0-9+.\-]*://)([^\s'"<>`]*)""")
+#: user-info parts seen in URLs (whole, and the password alone), masked in
+#: every text :func:`redact` sees afterwards, scheme or not
+_SEEN: set = set()
+
+
+def _split_userinfo(rest: str) -> tuple[str, str]:
+    """``(user-info, the rest)`` of what follows ``scheme://``: up to the last
+    ``@`` before the first ``/``; or, when the part before the first ``@``
+    holds a ``:`` (``user:pa/ss@host``), up to that ``@``."""
+    auth = rest.split("/", 1)[0]
+    if "@" in auth:
+        i = auth.rindex("@")
+        return rest[:i], rest[i + 1:]
+    if "@" in rest:
+        i = rest.index("@")
+        if ":" in rest[:i]:
+            return rest[:i], rest[i + 1:]
+    return "", rest
+
+
+def _userinfo_of(scheme: str, rest: str) -> str:
+    info, _ = _split_userinfo(rest)
+    # az://container@account...: a plain name before the '@' is the
+    # container, not a credential
+    if info and scheme.lower().rstrip(":/") in ("az", "abfs", "abfss") and ":" not in info:
+        return ""
+    return info
+
+
+def _remember(info: str) -> None:
+    if info:
+        _SEEN.add(info)
+        if ":" in info:
+            _SEEN.add(info.split(":", 1)[1])
+        _SEEN.add(info.split(":", 1)[0])
+
+
+def redact(text: str) -> str:
+    """``text`` with no credential in it: the user-info of every URL
+    (``scheme://user:pass@host/...`` -> ``scheme://***@host/...``, and a bare
+    ``user@`` too), any user-info seen in a URL before, the storage options'
+    keys and the key variables of the storage services are masked."""
+    text = str(text)
+
+    def url(m):
+        scheme, rest = m.group(1), m.group(2)
+        info = _userinfo_of(scheme[:-3], rest)
+        if not info:
+            return m.group(0)
+        _remember(info)
+        return scheme + "***@" + rest[len(info) + 1:]
+
+    text = _URL_RE.sub(url, text)
+    for v in sorted(_SEEN, key=len, reverse=True):
+        if len(v) >= 4:
+            text = text.replace(v, "***")
+    for k in ("secret_key", "access_key", "session_token", "account_key", "token",
+              "sas_token", "client_secret"):
         v = _OPTIONS.get(k)
         if v:
             text = text.replace(str(v), "***")
-    for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID"):
+    for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
+              "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "HF_TOKEN"):
         v = os.environ.get(k)
         if v and len(v) >= 4:
             text = text.replace(v, "***")
-    return " ".join(text.split())
+    return text
+
+
+def _redact(text: str) -> str:
+    """:func:`redact`, on one line."""
+    return " ".join(redact(text).split())
+
+
+def public_url(url) -> str:
+    """How a URL is named in messages and reports: its user-info masked
+    (:func:`redact`); a path that is no URL is returned unchanged."""
+    s = str(url)
+    if "://" not in s:
+        return s
+    m = _URL_RE.match(s)
+    if not m:
+        return s
+    info = _userinfo_of(m.group(1)[:-3], m.group(2))
+    if not info:
+        return s
+    _remember(info)
+    return m.group(1) + "***@" + m.group(2)[len(info) + 1:] + s[m.end():]
 
 
 def error(url: str, exc: BaseException, what: str = "cannot read") -> InputError:
     """One line naming ``url``, with no credential in it."""
+    public_url(url)  # remember its user-info, masked in the message below too
     msg = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-    return InputError(f"{url}: {what}: {_redact(msg)}")
+    return InputError(_redact(f"{public_url(url)}: {what}: {msg}"))
 
 
 def _build(scheme: str, netloc: str):
@@ -158,7 +240,7 @@ def exists(url: str) -> bool:
 def size(url: str) -> int:
     i = info(url)
     if i.type != pafs.FileType.File:
-        raise InputError(f"{url}: no such file or directory")
+        raise InputError(f"{public_url(url)}: no such file or directory")
     return int(i.size)
 
 
@@ -191,7 +273,7 @@ def open_input_file(url: str):
     try:
         return fs.open_input_file(p)
     except FileNotFoundError as exc:
-        raise InputError(f"{url}: no such file or directory") from exc
+        raise InputError(f"{public_url(url)}: no such file or directory") from exc
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc) from exc
 
@@ -203,7 +285,7 @@ def open_input_stream(url: str, compression=None):
         stream = fs.open_input_stream(p, compression=None)
         return pa.CompressedInputStream(stream, compression) if compression else stream
     except FileNotFoundError as exc:
-        raise InputError(f"{url}: no such file or directory") from exc
+        raise InputError(f"{public_url(url)}: no such file or directory") from exc
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc) from exc
 
@@ -279,4 +361,4 @@ def read_bytes(url: str) -> bytes:
 __all__ = ["is_url", "local_path", "set_storage_options", "default_storage_options", "resolve",
            "listdir", "exists", "size", "mtime_ns", "open_input_file", "open_input_stream",
            "open_output_stream", "upload", "download", "copy", "delete", "read_bytes",
-           "write_bytes", "error", "open_binary", "getsize"]
+           "write_bytes", "error", "open_binary", "getsize", "redact", "public_url"]
