@@ -31,69 +31,17 @@ that live where ``xp`` allocates; what they return lives there too.
 """
 from __future__ import annotations
 
-import functools
 import types as _types
 import warnings
 
 import numpy as np
 from numba import cuda, njit
-from numba.core.dispatcher import Dispatcher
 
 from . import cpu as _cpu
 from . import greedy as _greedy
 from . import hashing as _hashing
 from . import substr as _substr
-
-#: True when Numba's CUDA simulator stands in for the GPU.
-SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
-
-
-def _shared_alloc(shape, dtype):
-    """A simulated block's shared array (looked up at call time)."""
-    return np.empty(shape, dtype)
-
-
-def _simulator_shared_arrays_once() -> None:
-    """Make the simulator's ``cuda.shared.array`` give every thread of a block
-    the same array.
-
-    The simulator allocates a block's shared array when the first of its
-    threads reaches the line, without a lock: two threads that reach it
-    together may each get their own array, and the block then computes on
-    memory its other threads never wrote (a rare, load-dependent wrong
-    signature). This is the simulator's own lookup by calling line, under a
-    lock; it must be the method itself, since the line is found from the
-    caller's frame."""
-    import sys
-    import threading
-    import traceback
-
-    from numba.cuda.simulator import kernelapi
-
-    shared = kernelapi.FakeCUDAShared
-    if getattr(shared, "_gpu_dedup_locked", False):
-        return
-    unlocked = shared.array
-    lock = threading.Lock()
-
-    def array(self, shape, dtype, alignment=None):
-        if shape == 0:                    # dynamic shared memory: no lookup
-            return unlocked(self, shape, dtype)
-        if isinstance(dtype, kernelapi.types.Type):
-            dtype = kernelapi.numpy_support.as_dtype(dtype)
-        caller = traceback.extract_stack(sys._getframe(), limit=2)[0][0:2]
-        with lock:
-            res = self._allocations.get(caller)
-            if res is None:
-                res = self._allocations[caller] = _shared_alloc(shape, dtype)
-        return res
-
-    shared.array = array
-    shared._gpu_dedup_locked = True
-
-
-if SIMULATOR:
-    _simulator_shared_arrays_once()
+from .simulator import SIMULATOR, shared as _shared
 
 #: Threads per block of the block-per-document kernels, and shingle slots
 #: hashed into shared memory per round (8 bytes each). The simulator runs
@@ -116,53 +64,6 @@ _SEED1 = np.uint64(1)
 
 
 # -- the shared functions, as the kernels see them -----------------------------
-
-_PY_FUNCS: dict = {}
-_PY_GLOBALS: dict = {}
-
-
-def _python_globals(module_globals: dict) -> dict:
-    """A copy of a module's globals where every ``@njit`` function is replaced
-    by its plain Python twin (same code object)."""
-    key = id(module_globals)
-    out = _PY_GLOBALS.get(key)
-    if out is None:
-        out = dict(module_globals)
-        _PY_GLOBALS[key] = out
-        for name, value in module_globals.items():
-            if isinstance(value, Dispatcher):
-                out[name] = _python_twin(value)
-    return out
-
-
-def _python_twin(disp):
-    """The plain Python function with the code object of ``disp``."""
-    f = _PY_FUNCS.get(id(disp))
-    if f is None:
-        py = disp.py_func
-        f = _types.FunctionType(py.__code__, _python_globals(py.__globals__), py.__name__,
-                                py.__defaults__, py.__closure__)
-        _PY_FUNCS[id(disp)] = f
-    return f
-
-
-def _shared(disp):
-    """What a kernel calls for the shared ``@njit`` function ``disp``.
-
-    On a GPU it is ``disp`` itself, which Numba compiles for the device. In
-    the simulator it is the Python twin, run with wrap-around integer
-    overflow (NumPy scalars wrap, and would otherwise warn).
-    """
-    if not SIMULATOR:
-        return disp
-    f = _python_twin(disp)
-
-    @functools.wraps(f)
-    def call(*args):
-        with np.errstate(over="ignore"):
-            return f(*args)
-    return call
-
 
 _xxh64 = _shared(_hashing.xxh64)
 _utf8_decode = _shared(_hashing.utf8_decode)

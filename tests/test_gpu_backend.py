@@ -426,14 +426,14 @@ SHARED_RACE = textwrap.dedent(r'''
     import json, time
     import numpy as np
     from numba import cuda
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import simulator
 
-    alloc = kc._shared_alloc
+    alloc = simulator.shared_alloc
 
     def slow(shape, dtype):               # every thread of a block reaches the line first
         time.sleep(0.005)
         return alloc(shape, dtype)
-    kc._shared_alloc = slow
+    simulator.shared_alloc = slow
 
     @cuda.jit
     def total(out):
