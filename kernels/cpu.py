@@ -693,43 +693,6 @@ def fold_spaces(offsets, data):
     return new_off, out
 
 
-@njit(cache=True)
-def line_spans(buf):
-    """``(starts, ends)`` of the non-blank lines of a byte buffer.
-
-    Lines end at ``\\n`` (excluded); a line is blank when it holds only
-    spaces, tabs and carriage returns. Returns the byte spans and the
-    1-based line numbers of the non-blank lines.
-    """
-    n = buf.shape[0]
-    count = 1
-    for p in range(n):
-        if buf[p] == 10:
-            count += 1
-    starts = np.empty(count, np.int64)
-    ends = np.empty(count, np.int64)
-    numbers = np.empty(count, np.int64)
-    m = 0
-    line = 1
-    start = 0
-    blank = True
-    for p in range(n + 1):
-        if p == n or buf[p] == 10:
-            if not blank:
-                starts[m] = start
-                ends[m] = p
-                numbers[m] = line
-                m += 1
-            line += 1
-            start = p + 1
-            blank = True
-        else:
-            c = buf[p]
-            if c != 32 and c != 9 and c != 13:
-                blank = False
-    return starts[:m], ends[:m], numbers[:m]
-
-
 @njit(cache=True, inline="always")
 def _find(parent, x):
     root = x
@@ -770,23 +733,6 @@ def _slot_of(keys, k):
     while keys[slot] != k and keys[slot] != 0:
         slot = (slot + 1) & np.int64(keys.shape[0] - 1)
     return slot
-
-
-@njit(cache=True)
-def table_find(keys, vals, q, out):
-    """Look up the non-zero uint64 keys ``q`` in the open-addressing table
-    ``(keys, vals)`` (zero marks an empty slot): ``out[i]`` gets the value;
-    returns the positions in ``q`` of the keys absent, each listed once."""
-    missing = np.empty(q.shape[0], np.int64)
-    m = 0
-    for i in range(q.shape[0]):
-        slot = _slot_of(keys, q[i])
-        if keys[slot] == q[i]:
-            out[i] = vals[slot]
-        else:
-            missing[m] = i
-            m += 1
-    return missing[:m]
 
 
 @njit(cache=True)
