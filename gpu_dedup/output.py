@@ -1,26 +1,36 @@
-"""The output directory: checking it, staging the outputs inside it, publishing them.
+"""The output directory: checking it, staging the outputs, publishing them.
 
 This module owns everything gpu-dedup does to ``--output``:
 
 * :func:`inside`, the path containment test used to keep outputs, inputs and
   the work directory apart;
-* :class:`OutputDir`, which refuses an unusable output early
-  (:meth:`OutputDir.check`), builds the outputs in a staging folder *inside*
-  the output directory (:meth:`OutputDir.staging`), moves them into place
-  under an exclusive lock (:meth:`OutputDir.publish`) and cleans up after a
-  failed run (:meth:`OutputDir.abort`);
-* the files it keeps there: the staging folders
-  (``.gpu-dedup-staging-<host>-<pid>-<random>``), the lock file
-  (``.gpu-dedup.lock``) and the manifest of the last published output
-  (``.gpu-dedup-manifest.json``), plus the removal of staging folders (and
-  legacy ``.NAME.tmp-PID`` folders beside the output) left by killed runs.
+* :func:`OutputDir`, which returns a :class:`LocalOutput` (a folder) or a
+  :class:`RemoteOutput` (a prefix on object storage). Both are
+  :class:`gpu_dedup.manifest.Output`, which holds what they share: the early
+  check (``check``), the publish and the order of its steps (``publish``);
+  each implements the staging (``staging``), the clean-up after a failed run
+  (``abort``) and the few steps that touch its storage;
+* :func:`output_complete`, which says whether an output is complete.
 
-The output directory itself is never renamed or replaced: only entries are
-added to it, moved into it or (with ``overwrite``, and only those the previous
-output's manifest lists or that this run replaces) removed from it. So an
-existing directory keeps its mode and inode, a symlink to a directory stays a
-link, a mount point (a Docker volume, say) works, and nothing is ever created
-beside the output.
+What ``--overwrite`` removes is decided by one rule for both
+(:func:`gpu_dedup.manifest.removable`): the files an earlier run wrote, each
+found with the name, size and XXH3-128 hash its manifest ``_SUCCESS`` lists
+(or the ``_PUBLISHING`` list of a publish that was killed). A file that no
+manifest lists, or that changed since, stops the run before any work, and is
+never touched. A publish writes ``_PUBLISHING`` first, removes the previous
+``_SUCCESS`` before it moves anything, puts the files in place, and writes
+``_SUCCESS`` last: an output with no ``_SUCCESS``, or whose files do not have
+the listed sizes, is incomplete.
+
+A local output directory is never renamed or replaced: files are moved into
+it, and removed from it (with ``overwrite``, as above) together with the
+folders they lived in once those are empty. So an existing directory keeps
+its mode and inode, a symlink to a directory stays a link and a mount point
+(a Docker volume, say) works. This module creates nothing beside the output:
+its staging folders (``.gpu-dedup-staging-<host>-<pid>-<random>``) and its
+lock file (``.gpu-dedup.lock``) are inside it. (An out-of-core run's default
+work directory, ``.gpu-dedup-work``, is made beside the output by
+:mod:`gpu_dedup.engine.store`, not here.)
 
 Example:
     >>> with OutputDir("out", inputs=["corpus/"]) as out:   # doctest: +SKIP
@@ -31,176 +41,71 @@ Example:
 """
 from __future__ import annotations
 
-import errno
 import fcntl
-import json
 import logging
 import os
-import re
 import secrets
 import shutil
-import socket
+import stat
 import tempfile
 import time
 
-from .errors import ConfigError, DedupError, InputError
+from .errors import ConfigError, InputError
+from .manifest import (LEGACY_MANIFEST, LOCK_NAME, MANIFEST_NAME, OWN_FILES, PENDING_NAME,
+                       STAGING_PREFIX, Output, complete, dead_here, host, parents,
+                       staging_owner)
+from .paths import contained
 
 log = logging.getLogger("gpu_dedup")
 
-#: Prefix of the staging folders built inside the output directory.
-STAGING_PREFIX = ".gpu-dedup-staging-"
-#: The lock file taken while publishing.
-LOCK_NAME = ".gpu-dedup.lock"
-#: The list of entries the last published output wrote.
-MANIFEST_NAME = ".gpu-dedup-manifest.json"
-MANIFEST_FORMAT = 1
+#: The manifest's name on object storage: the same file as locally.
+SUCCESS_NAME = MANIFEST_NAME
+#: A staging prefix on object storage written from another host is removed
+#: once its newest object is this old (its process cannot be probed).
+REMOTE_STALE_SECONDS = 7 * 24 * 3600
+_READ_BYTES = 8 << 20
 
-_STAGING_RE = re.compile(re.escape(STAGING_PREFIX) + r"(?P<host>.+)-(?P<pid>[0-9]+)-[0-9a-f]+")
-_LEGACY_RE = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>[0-9]+)")
+__all__ = ["inside", "OutputDir", "Output", "LocalOutput", "RemoteOutput", "output_complete",
+           "MANIFEST_NAME", "SUCCESS_NAME", "PENDING_NAME", "STAGING_PREFIX", "LOCK_NAME",
+           "LEGACY_MANIFEST"]
 
 
 def inside(child: str, parent: str) -> bool:
-    """Whether ``child`` is ``parent`` or lies below it, once symlinks are resolved.
-
-    Args:
-        child: a path; it need not exist.
-        parent: a path; it need not exist.
-
-    Returns:
-        True when the real path of ``child`` equals that of ``parent`` or
-        starts with it followed by a separator.
-    """
+    """Whether ``child`` is ``parent`` or lies below it, once symlinks are resolved."""
     child = os.path.realpath(os.fspath(child))
     parent = os.path.realpath(os.fspath(parent))
     return child == parent or child.startswith(parent.rstrip(os.sep) + os.sep)
 
 
-def _host() -> str:
-    """This host's name, as it appears in staging folder names."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", socket.gethostname()) or "localhost"
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` exists on this host (owned by anyone)."""
-    if pid <= 0:
-        return True           # not a real owner: never treat the folder as stale
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:           # exists, owned by someone else
-        return True
-    return True
-
-
-def _staging_owner(name: str) -> tuple[str, int] | None:
-    """``(host, pid)`` of a staging folder name, or None for any other name."""
-    m = _STAGING_RE.fullmatch(name)
-    return (m.group("host"), int(m.group("pid"))) if m else None
-
-
-def _is_own_live(name: str) -> bool:
-    """Whether ``name`` is one of this module's files that a run may still be using."""
-    if name == LOCK_NAME:
-        return True
-    owner = _staging_owner(name)
-    if owner is None:
-        return False
-    host, pid = owner
-    return host != _host() or pid == os.getpid() or _alive(pid)
-
-
-def _remove(path: str) -> None:
-    """Remove a file, link or directory tree; a missing one is fine."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
-    else:
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
-def _size(path: str) -> tuple[str, int, int]:
-    """``(type, bytes, files)`` of an entry: a file's size, or a tree's total."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        total = files = 0
-        for root, _dirs, names in os.walk(path):
-            for n in names:
-                total += os.lstat(os.path.join(root, n)).st_size
-                files += 1
-        return "dir", total, files
-    return "file", os.lstat(path).st_size, 1
-
-
-def _appeared(path: str, what: str, name: str) -> InputError:
-    return InputError(f"{path}: output {what} is no longer empty ({name} appeared while this "
-                      f"run was working); nothing was written; pass --overwrite or choose "
-                      f"another --output")
-
-
-def _one_line(text: str) -> str:
-    return " ".join(str(text).split())
-
-
-class OutputDir:
-    """The output directory of one run.
-
-    Use it as a context manager: leaving the block with an exception removes
-    what this run staged or created (:meth:`abort`), and an :class:`OSError`
-    (``ENOSPC``, ``EACCES`` ...) becomes a one-line :class:`DedupError`.
-    Leaving it normally without :meth:`publish` also discards the staged files.
-
-    Args:
-        path: the output directory (``--output``); it need not exist.
-        inputs: input files, directories and raw input specs (globs and the
-            like); only the ones that exist are compared with the output.
-        overwrite: replace the previous gpu-dedup output found in the
-            directory instead of refusing a non-empty one.
-        work_dir: the work directory (``--work-dir``), if one was given.
+class LocalOutput(Output):
+    """An output folder. Its staging folder is inside it, so the files are
+    moved in with :func:`os.rename`; the publish holds an exclusive
+    :func:`fcntl.flock` on ``.gpu-dedup.lock``, so of two runs into one empty
+    folder exactly one publishes. A staging folder whose name carries this
+    host and a process that is gone is removed by the next run.
 
     Attributes:
         path: the absolute output path as given (a symlink stays a symlink).
         target: where the files really go (the real path of ``path``).
     """
 
-    def __new__(cls, path, *args, **kwargs):
-        from .io.fs import is_url
-        if cls is OutputDir and is_url(path):
-            return super().__new__(RemoteOutputDir)
-        return super().__new__(cls)
-
-    def __init__(self, path: str, *, inputs: list[str] = (), overwrite: bool = False,
-                 work_dir: str | None = None):
+    def __init__(self, path: str, **kw):
+        super().__init__(path, **kw)
         self.path = os.path.abspath(os.fspath(path))
-        self.inputs = [os.fspath(s) if isinstance(s, os.PathLike) else str(s) for s in inputs]
-        self.overwrite = bool(overwrite)
-        self.work_dir = None if work_dir is None else os.path.abspath(os.fspath(work_dir))
+        wd = kw.get("work_dir")
+        self.work_dir = None if wd is None else os.path.abspath(os.fspath(wd))
         self._target: str | None = None   # pinned once staging() has run
-        self._staging: str | None = None
         self._created: list[str] = []     # directories this run created, outermost first
-        self._published = False
+        self._lock_fd: int | None = None
+        self._trash: str | None = None
+        self._undo: list[tuple] = []      # what the publish did, to put back on failure
 
     @property
     def target(self) -> str:
         """Where the files really go: the real path of :attr:`path`."""
         return self._target if self._target is not None else os.path.realpath(self.path)
 
-    # -- checks -----------------------------------------------------------
-    def check(self) -> None:
-        """Refuse an unusable output directory or work directory, before any work.
-
-        Dead runs' staging folders inside the directory are removed first; they
-        and the files of live runs (lock, staging folders) do not make the
-        directory non-empty.
-
-        Raises:
-            InputError: the output is, holds or sits inside an existing input;
-                it exists and is not a directory; or it is non-empty and
-                ``overwrite`` is False.
-            ConfigError: the work directory is the output or inside it, or it
-                is, holds or sits inside an existing input.
-        """
+    def _check_places(self) -> None:
         for spec in self.inputs:
             if os.path.exists(spec) and (inside(self.path, spec) or inside(spec, self.path)):
                 raise InputError(f"{self.path}: the output directory must not be an input, "
@@ -218,51 +123,64 @@ class OutputDir:
                     raise ConfigError(f"--work-dir {self.work_dir}: must not be an input, hold "
                                       f"one or sit inside one ({spec}); choose another "
                                       f"--work-dir")
-        if os.path.isdir(self.path):
-            self._clean_stale_inside(self.target)
-            if not self.overwrite and self._foreign(self.target):
-                raise InputError(f"{self.path}: output directory is not empty; pass "
-                                 f"--overwrite to replace it, or choose another --output")
 
-    def _foreign(self, target: str) -> list[str]:
-        """Entries of ``target`` other than this module's files in use, sorted."""
-        return sorted(n for n in os.listdir(target)
-                      if not _is_own_live(n) and os.path.join(target, n) != self._staging)
+    def _exists(self) -> bool:
+        return os.path.isdir(self.path)
 
-    # -- stale leftovers --------------------------------------------------
-    def _clean_stale_inside(self, target: str) -> None:
-        """Remove staging folders in ``target`` left by dead runs on this host."""
-        host, me = _host(), os.getpid()
+    def _clean_stale(self) -> None:
+        """Remove the staging folders of processes of this host that are gone."""
         try:
-            names = os.listdir(target)
+            names = os.listdir(self.target)
         except OSError:
             return
         for n in names:
-            owner = _staging_owner(n)
-            if owner is not None and owner[0] == host and owner[1] != me and not _alive(owner[1]):
+            if dead_here(n):
                 log.info("removing %s, left by a run that was stopped",
-                         os.path.join(target, n))
-                shutil.rmtree(os.path.join(target, n), ignore_errors=True)
+                         os.path.join(self.target, n))
+                shutil.rmtree(os.path.join(self.target, n), ignore_errors=True)
 
-    def _clean_legacy(self) -> None:
-        """Remove ``.NAME.tmp-PID`` folders beside the output left by dead runs."""
-        me = os.getpid()
-        for p in {self.path, self.target}:
-            parent, base = os.path.split(p.rstrip(os.sep))
-            try:
-                names = os.listdir(parent)
-            except OSError:
-                continue
-            for n in names:
-                m = _LEGACY_RE.fullmatch(n)
-                if (m and m.group("name") == base and int(m.group("pid")) != me
-                        and not _alive(int(m.group("pid")))):
-                    full = os.path.join(parent, n)
-                    if os.path.isdir(full) and not os.path.islink(full):
-                        log.info("removing %s, left by a run that was stopped", full)
-                        shutil.rmtree(full, ignore_errors=True)
+    def _scan(self):
+        files: dict[str, tuple[int, object]] = {}
+        others: list[str] = []
 
-    # -- staging ----------------------------------------------------------
+        def walk(folder: str, rel: str) -> bool:
+            found = False
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+            for e in entries:
+                if not rel and (e.name in OWN_FILES or staging_owner(e.name) is not None):
+                    continue
+                name = f"{rel}{e.name}"
+                found = True
+                if e.is_dir(follow_symlinks=False):
+                    if not walk(e.path, name + "/"):
+                        others.append(name + "/")
+                else:
+                    st = e.stat(follow_symlinks=False)
+                    files[name] = (st.st_size, (st.st_ino, st.st_size, st.st_mtime_ns,
+                                                st.st_ctime_ns, stat.S_IFMT(st.st_mode)))
+            return found
+        walk(self.target, "")
+        return files, others
+
+    def _read(self, name: str) -> bytes | None:
+        path = os.path.join(self.target, name)
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return b""                    # not a file: not a manifest either
+            with open(path, "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+
+    def _hash(self, name: str) -> str | None:
+        from .io.identity import file_hash
+        path = os.path.join(self.target, name)
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        return file_hash(path)[1]
+
+    # -- staging ------------------------------------------------------------------
     def _make_target(self, target: str) -> None:
         """Create ``target`` and its missing parents, recording those made here."""
         missing = []
@@ -286,27 +204,22 @@ class OutputDir:
         """Create the output directory if needed, and a staging folder inside it.
 
         Missing directories are created (parents included) and remembered, so
-        that :meth:`abort` removes exactly those. Staging folders of dead runs
-        on this host, and legacy ``.NAME.tmp-PID`` folders beside the output,
-        are removed. Calling it again returns the same folder.
+        that :meth:`abort` removes exactly those. Calling it again returns the
+        same folder.
 
         Returns:
             The staging folder's path; write the outputs there, then call
             :meth:`publish`.
-
-        Raises:
-            DedupError: the directory or the folder cannot be created.
         """
         if self._staging is not None:
             return self._staging
         try:
-            self._clean_legacy()
             for attempt in range(3):
                 target = os.path.realpath(self.path)
                 self._make_target(target)
                 self._target = target
-                self._clean_stale_inside(target)
-                name = f"{STAGING_PREFIX}{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
+                self._clean_stale()
+                name = f"{STAGING_PREFIX}{host()}-{os.getpid()}-{secrets.token_hex(4)}"
                 try:
                     os.mkdir(os.path.join(target, name))
                 except FileNotFoundError:
@@ -322,10 +235,11 @@ class OutputDir:
         raise DedupError(f"{self.path}: cannot create the output directory; "  # pragma: no cover
                          f"choose another --output")
 
-    # -- publishing -------------------------------------------------------
-    def _lock(self, target: str) -> int:
-        """Open and exclusively lock the lock file in ``target``; returns its descriptor."""
-        lock = os.path.join(target, LOCK_NAME)
+    # -- the publish's steps ------------------------------------------------------
+    def _begin(self) -> None:
+        """Open and exclusively lock the lock file (another holder may remove it
+        before letting go: then take the new one)."""
+        lock = os.path.join(self.target, LOCK_NAME)
         while True:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
             try:
@@ -338,129 +252,90 @@ class OutputDir:
                 os.close(fd)
                 raise
             if same:
-                return fd
-            os.close(fd)          # its holder removed it before letting go: take the new one
+                self._lock_fd = fd
+                return
+            os.close(fd)
 
-    def _unlock(self, target: str, fd: int) -> None:
-        try:
-            os.unlink(os.path.join(target, LOCK_NAME))
-        except OSError:
-            pass
-        os.close(fd)
-
-    def _previous_entries(self, target: str) -> list[str]:
-        """The entry names the previous output's manifest lists (only plain names)."""
-        path = os.path.join(target, MANIFEST_NAME)
-        try:
-            with open(path) as f:
-                data = json.load(f)
-            entries = [e["name"] for e in data["entries"]]
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            log.warning("%s: unreadable manifest (%s); only the entries this run writes "
-                        "are replaced", path, _one_line(exc))
-            return []
-        return [n for n in entries
-                if isinstance(n, str) and n not in ("", ".", "..", MANIFEST_NAME)
-                and os.sep not in n and (os.altsep is None or os.altsep not in n)
-                and n != LOCK_NAME and _staging_owner(n) is None]
-
-    def publish(self) -> list[str]:
-        """Move the staged entries into the output directory.
-
-        Under an exclusive lock on ``.gpu-dedup.lock`` the directory is checked
-        again: without ``overwrite`` it must hold nothing but this module's
-        files in use; with ``overwrite`` the entries the previous output's
-        manifest lists, and those about to be replaced, are removed, and
-        nothing else. Entries are moved with :func:`os.rename` (same
-        filesystem); the manifest ``.gpu-dedup-manifest.json`` is written last.
-        On failure everything staged or created by this run is removed.
-
-        Returns:
-            The names of the entries written (the manifest not included), sorted.
-
-        Raises:
-            InputError: without ``overwrite``, something appeared in the
-                directory while this run was working (another run's outputs,
-                a user's file); those files are left untouched.
-            DedupError: :meth:`staging` was not called, the staging folder
-                holds a reserved name, or an :class:`OSError` occurred.
-        """
-        if self._staging is None or self._target is None or self._published:
-            raise DedupError(f"{self.path}: nothing staged to publish; call staging() first")
-        target, staging = self._target, self._staging
-        try:
-            return self._publish(target, staging)
-        except OSError as exc:
-            self.abort()
-            raise self._write_error(exc) from exc
-        except BaseException:
-            self.abort()
-            raise
-
-    def _publish(self, target: str, staging: str) -> list[str]:
-        names = sorted(os.listdir(staging))
-        for n in names:
-            if n in (LOCK_NAME, MANIFEST_NAME) or _staging_owner(n) is not None:
-                raise DedupError(f"{os.path.join(staging, n)}: this name is reserved for "
-                                 f"gpu-dedup's own files; write the outputs under another name")
-        sizes = {n: _size(os.path.join(staging, n)) for n in names}
-        fd = self._lock(target)
-        try:
-            self._clean_stale_inside(target)
-            if not self.overwrite:
-                foreign = self._foreign(target)
-                if foreign:
-                    raise _appeared(self.path, "directory", foreign[0])
-                doomed = []
-            else:
-                doomed = sorted(set(self._previous_entries(target))
-                                | {n for n in names if os.path.lexists(os.path.join(target, n))})
-            trash = tempfile.mkdtemp(prefix=".trash-", dir=staging)
-            trashed: list[str] = []
-            moved: list[str] = []
+    def _end(self) -> None:
+        if self._lock_fd is not None:
             try:
-                for n in doomed:
-                    if os.path.lexists(os.path.join(target, n)):
-                        os.rename(os.path.join(target, n), os.path.join(trash, n))
-                        trashed.append(n)
-                for n in names:
-                    os.rename(os.path.join(staging, n), os.path.join(target, n))
-                    moved.append(n)
-                manifest = {
-                    "tool": "gpu-dedup",
-                    "format": MANIFEST_FORMAT,
-                    "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                    "entries": [{"name": n, "type": sizes[n][0], "bytes": sizes[n][1],
-                                 "files": sizes[n][2]} for n in names],
-                }
-                tmp = os.path.join(staging, MANIFEST_NAME)
-                with open(tmp, "w") as f:
-                    json.dump(manifest, f, indent=2)
-                    f.write("\n")
-                os.replace(tmp, os.path.join(target, MANIFEST_NAME))
-            except BaseException:
-                # Put the directory back as it was: ours out, the previous output in.
-                for n in reversed(moved):
-                    try:
-                        os.rename(os.path.join(target, n), os.path.join(staging, n))
-                    except OSError:
-                        pass
-                for n in reversed(trashed):
-                    try:
-                        os.rename(os.path.join(trash, n), os.path.join(target, n))
-                    except OSError:
-                        pass
-                raise
-            self._published = True
-            shutil.rmtree(staging, ignore_errors=True)
-            self._staging = None
-        finally:
-            self._unlock(target, fd)
-        return names
+                os.unlink(os.path.join(self.target, LOCK_NAME))
+            except OSError:
+                pass
+            os.close(self._lock_fd)
+            self._lock_fd = None
 
-    # -- cleanup ----------------------------------------------------------
+    def _open_trash(self) -> None:
+        self._trash = tempfile.mkdtemp(prefix=".trash-", dir=self._staging)
+        self._undo = []
+
+    def _move(self, src: str, dst: str) -> None:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        os.rename(src, dst)
+
+    def _put(self, name: str, data: bytes) -> None:
+        dst = os.path.join(self.target, name)
+        old = self._read(name)
+        tmp = os.path.join(self._trash, name + ".new")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, dst)
+        self._undo.append(("put", name, old))
+
+    def _drop_manifest(self) -> None:
+        src = os.path.join(self.target, MANIFEST_NAME)
+        if os.path.lexists(src):
+            os.rename(src, os.path.join(self._trash, MANIFEST_NAME))
+            self._undo.append(("move", src, os.path.join(self._trash, MANIFEST_NAME)))
+
+    def _remove_old(self, doomed: list[str], fresh: set[str]) -> None:
+        for n in doomed:                       # moved aside: put back if the publish fails
+            src = contained(self.target, n, self.path)
+            dst = os.path.join(self._trash, "files", n)
+            self._move(src, dst)
+            self._undo.append(("move", src, dst))
+
+    def _place(self, name: str) -> None:
+        dst = contained(self.target, name, self.path)
+        parts = name.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = os.path.join(self.target, *parts[:i])
+            if not os.path.isdir(d):
+                os.mkdir(d)
+                self._undo.append(("mkdir", d))
+        os.rename(os.path.join(self._staging, name), dst)
+        self._undo.append(("move", os.path.join(self._staging, name), dst))
+
+    def _drop_pending(self) -> None:
+        os.unlink(os.path.join(self.target, PENDING_NAME))
+
+    def _rollback(self) -> None:
+        """Put the output back as it was before the publish began."""
+        for step in reversed(self._undo):
+            try:
+                if step[0] == "move":
+                    self._move(step[2], step[1])
+                elif step[0] == "mkdir":
+                    os.rmdir(step[1])
+                elif step[2] is None:
+                    os.unlink(os.path.join(self.target, step[1]))
+                else:
+                    with open(os.path.join(self.target, step[1]), "wb") as f:
+                        f.write(step[2])
+            except OSError:
+                pass
+        self._undo = []
+
+    def _finish(self, doomed: list[str]) -> None:
+        for d in parents(doomed):              # the earlier files' folders, once empty
+            try:
+                os.rmdir(os.path.join(self.target, d))
+            except OSError:
+                pass                           # holds something: kept
+        shutil.rmtree(self._staging, ignore_errors=True)
+        self._staging = self._trash = None
+        self._undo = []
+
     def abort(self) -> None:
         """Remove the staging folder and the directories this run created.
 
@@ -478,83 +353,47 @@ class OutputDir:
                     break          # holds something else (or is gone): keep it and its parents
             self._created = []
 
-    def _write_error(self, exc: OSError) -> DedupError:
-        reason = exc.strerror or str(exc) or errno.errorcode.get(exc.errno, "error")
-        return DedupError(f"{self.path}: cannot write the outputs: {_one_line(reason)}")
-
-    def __enter__(self) -> OutputDir:
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> bool:
-        if not self._published or exc is not None:
-            self.abort()
-        if isinstance(exc, OSError):
-            raise self._write_error(exc) from exc
-        return False
-
-
-# -- object storage ---------------------------------------------------------------
-
-#: The manifest that marks a complete output on object storage, written last.
-SUCCESS_NAME = "_SUCCESS"
-
 
 def _url_inside(child: str, parent: str) -> bool:
     c, p = str(child).rstrip("/"), str(parent).rstrip("/")
     return c == p or c.startswith(p + "/")
 
 
-def _local_files(root: str) -> list[str]:
-    out = []
-    for d, _dirs, names in os.walk(root):
-        for n in names:
-            out.append(os.path.relpath(os.path.join(d, n), root).replace(os.sep, "/"))
-    return sorted(out)
-
-
-class RemoteOutputDir(OutputDir):
+class RemoteOutput(Output):
     """An output prefix on object storage (``s3://bucket/out`` ...), where
     nothing can be renamed.
 
-    The outputs are built in a local staging folder, uploaded under a
-    temporary prefix inside the output (``.gpu-dedup-staging-<host>-<pid>-
-    <random>/``), then published: the previous output's ``_SUCCESS`` is
-    deleted first (with ``overwrite``, the objects it lists that this run
-    does not write are deleted too, and nothing else), every object is copied
-    into place on the server, the temporary prefix is deleted, and
-    ``_SUCCESS`` is written last: a JSON manifest of every file with its size
-    and XXH3-128 hash. An output without ``_SUCCESS``, or whose files do not
-    match it, is incomplete (:func:`output_complete`). Without
-    ``overwrite`` a prefix holding anything but other runs' temporary
-    prefixes is refused, before the run and again before publishing.
+    The outputs are built in a local staging folder and uploaded under a
+    staging prefix inside the output (``.gpu-dedup-staging-<host>-<pid>-
+    <random>/``); the publish then deletes the earlier files (instead of
+    moving them aside) and copies each new object into place on the server.
+    There is no lock: the check just before publishing is the last word, and
+    a publish that fails half-way leaves ``_PUBLISHING`` and no ``_SUCCESS``
+    (incomplete, and replaced by the next run with ``overwrite``).
+
+    A staging prefix of another run is removed by the next run into the
+    output (before its check and before its publish) when it is certainly
+    abandoned: its name carries this host and a process that is gone, or
+    another host and its newest object is older than
+    :data:`REMOTE_STALE_SECONDS` (a run writes its staging objects just before
+    publishing). A live run's staging prefix is never removed.
     """
 
-    def __init__(self, path: str, *, inputs: list[str] = (), overwrite: bool = False,
-                 work_dir: str | None = None):
+    kind = "prefix"
+
+    def __init__(self, path: str, **kw):
+        super().__init__(path, **kw)
         self.path = str(path).rstrip("/")
-        self.inputs = [str(s) for s in inputs]
-        self.overwrite = bool(overwrite)
-        self.work_dir = None if work_dir is None else str(work_dir)
-        self._target = self.path
-        self._staging = None
-        self._created = []
-        self._published = False
+        wd = kw.get("work_dir")
+        self.work_dir = None if wd is None else str(wd)
+        self._tmp: str | None = None
         self._uploaded: list[str] = []
 
     @property
     def target(self) -> str:
         return self.path
 
-    def _listing(self) -> list[str]:
-        from .io import fs
-        base = self.path + "/"
-        return [u[len(base):] for u in fs.listdir(self.path)]
-
-    def _foreign_names(self, listing: list[str]) -> list[str]:
-        return sorted(n for n in listing
-                      if n != SUCCESS_NAME and not n.startswith(STAGING_PREFIX))
-
-    def check(self) -> None:
+    def _check_places(self) -> None:
         from .io.fs import is_url
         for spec in self.inputs:
             if is_url(spec) and (_url_inside(self.path, spec) or _url_inside(spec, self.path)):
@@ -564,76 +403,108 @@ class RemoteOutputDir(OutputDir):
                 _url_inside(self.work_dir, self.path):
             raise ConfigError(f"--work-dir {self.work_dir}: must not be --output or inside it; "
                               f"choose another --work-dir")
-        if not self.overwrite:
-            foreign = self._foreign_names(self._listing())
-            if foreign:
-                raise InputError(f"{self.path}: output prefix is not empty ({foreign[0]}); pass "
-                                 f"--overwrite to replace it, or choose another --output")
+
+    def _exists(self) -> bool:
+        return True                            # a missing prefix lists as empty
+
+    def _objects(self) -> dict[str, tuple[int, int]]:
+        """Every object below the prefix: name -> (size, mtime in ns)."""
+        import pyarrow.fs as pafs
+        from pyarrow.lib import ArrowException
+        from .io import fs
+        fsys, p = fs.resolve(self.path)
+        try:
+            found = fsys.get_file_info(pafs.FileSelector(p, recursive=True,
+                                                          allow_not_found=True))
+        except (OSError, ArrowException) as exc:
+            raise fs.error(self.path, exc, "cannot list") from exc
+        return {f.path[len(p):].lstrip("/"): (int(f.size), int(f.mtime_ns or 0))
+                for f in found if f.type == pafs.FileType.File}
+
+    def _clean_stale(self) -> None:
+        from .io import fs
+        groups: dict[str, list[tuple[str, int]]] = {}
+        for n, (_size, mtime) in self._objects().items():
+            top = n.split("/", 1)[0]
+            if "/" in n and staging_owner(top) is not None:
+                groups.setdefault(top, []).append((n, mtime))
+        now = time.time_ns()
+        for top, objs in sorted(groups.items()):
+            owner = staging_owner(top)[0]
+            if not (dead_here(top) or (owner != host() and now - max(m for _, m in objs)
+                                        > REMOTE_STALE_SECONDS * 1_000_000_000)):
+                continue
+            log.info("removing %s/%s/, left by a run that was stopped", self.path, top)
+            for n, _ in objs:
+                fs.delete(f"{self.path}/{n}")
+
+    def _scan(self):
+        files = {}
+        for n, (size, mtime) in self._objects().items():
+            top = n.split("/", 1)[0]
+            if n in (MANIFEST_NAME, PENDING_NAME) or ("/" in n and staging_owner(top)):
+                continue
+            files[n] = (size, (size, mtime))
+        return files, []
+
+    def _read(self, name: str) -> bytes | None:
+        from .io import fs
+        url = f"{self.path}/{name}"
+        return fs.read_bytes(url) if fs.exists(url) else None
+
+    def _hash(self, name: str) -> str | None:
+        import xxhash
+        from .io import fs
+        h = xxhash.xxh3_128()
+        with fs.open_input_stream(f"{self.path}/{name}") as f:
+            while True:
+                chunk = f.read(_READ_BYTES)
+                if not chunk:
+                    break
+                h.update(chunk)
+        return h.hexdigest()
 
     def staging(self) -> str:
+        """A local folder to write the outputs in (uploaded by :meth:`publish`)."""
         if self._staging is None:
             self._staging = tempfile.mkdtemp(prefix="gpu-dedup-staging-")
         return self._staging
 
-    def _previous(self) -> list[str]:
+    # -- the publish's steps ------------------------------------------------------
+    def _upload(self, new: list[dict]) -> None:
         from .io import fs
-        try:
-            data = json.loads(fs.read_bytes(f"{self.path}/{SUCCESS_NAME}"))
-            return [f["name"] for f in data["files"] if isinstance(f.get("name"), str)]
-        except InputError:
-            return []
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("%s/%s: unreadable manifest (%s); only the files this run writes are "
-                        "replaced", self.path, SUCCESS_NAME, _one_line(str(exc)))
-            return []
+        self._tmp = f"{self.path}/{STAGING_PREFIX}{host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        for r in new:
+            fs.upload(os.path.join(self._staging, r["name"]), f"{self._tmp}/{r['name']}")
+            self._uploaded.append(f"{self._tmp}/{r['name']}")
 
-    def publish(self) -> list[str]:
+    def _put(self, name: str, data: bytes) -> None:
         from .io import fs
-        from .io.identity import file_hash
-        if self._staging is None or self._published:
-            raise DedupError(f"{self.path}: nothing staged to publish; call staging() first")
-        staging = self._staging
-        try:
-            names = _local_files(staging)
-            for n in names:
-                if n == SUCCESS_NAME or n.startswith(STAGING_PREFIX):
-                    raise DedupError(f"{n}: this name is reserved for gpu-dedup's own files")
-            listing = self._listing()
-            if not self.overwrite:
-                foreign = self._foreign_names(listing)
-                if foreign:
-                    raise _appeared(self.path, "prefix", foreign[0])
-            tmp = f"{self.path}/{STAGING_PREFIX}{_host()}-{os.getpid()}-{secrets.token_hex(4)}"
-            files = []
-            for n in names:
-                local = os.path.join(staging, n)
-                size, digest = file_hash(local)
-                fs.upload(local, f"{tmp}/{n}")
-                self._uploaded.append(f"{tmp}/{n}")
-                files.append({"name": n, "bytes": size, "xxh3_128": digest})
-            previous = self._previous() if self.overwrite else []
-            fs.delete(f"{self.path}/{SUCCESS_NAME}")          # incomplete from here on
-            for n in sorted(set(previous) - set(names)):
-                if n != SUCCESS_NAME and not n.startswith(STAGING_PREFIX) and ".." not in n:
-                    fs.delete(f"{self.path}/{n}")
-            for n in names:
-                fs.copy(f"{tmp}/{n}", f"{self.path}/{n}")
-            for u in self._uploaded:
-                fs.delete(u)
-            self._uploaded = []
-            manifest = {"tool": "gpu-dedup", "format": MANIFEST_FORMAT,
-                        "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "files": files}
-            fs.write_bytes(f"{self.path}/{SUCCESS_NAME}",
-                           (json.dumps(manifest, indent=2) + "\n").encode())
-            self._published = True
-        except BaseException:
-            self.abort()
-            raise
-        shutil.rmtree(staging, ignore_errors=True)
-        self._staging = None
-        return sorted({n.split("/", 1)[0] for n in names})
+        fs.write_bytes(f"{self.path}/{name}", data)
+
+    def _drop_manifest(self) -> None:
+        from .io import fs
+        fs.delete(f"{self.path}/{MANIFEST_NAME}")
+
+    def _remove_old(self, doomed: list[str], fresh: set[str]) -> None:
+        from .io import fs
+        for n in doomed:
+            if n not in fresh:                 # the others are replaced by the copy
+                fs.delete(f"{self.path}/{n}")
+
+    def _place(self, name: str) -> None:
+        from .io import fs
+        fs.copy(f"{self._tmp}/{name}", f"{self.path}/{name}")
+
+    def _drop_pending(self) -> None:
+        from .io import fs
+        fs.delete(f"{self.path}/{PENDING_NAME}")
+
+    def _finish(self, doomed: list[str]) -> None:
+        self.abort()                           # the staging objects and folder
 
     def abort(self) -> None:
+        """Delete the staging objects and the local staging folder."""
         from .io import fs
         if self._staging is not None:
             shutil.rmtree(self._staging, ignore_errors=True)
@@ -645,29 +516,31 @@ class RemoteOutputDir(OutputDir):
                 pass
         self._uploaded = []
 
-    def _write_error(self, exc: OSError) -> DedupError:
-        return DedupError(f"{self.path}: cannot write the outputs: "
-                          f"{_one_line(exc.strerror or str(exc))}")
+
+def OutputDir(path: str, *, inputs=(), overwrite: bool = False,
+              work_dir: str | None = None) -> Output:
+    """The output of one run: a :class:`RemoteOutput` for a URL, else a
+    :class:`LocalOutput` (arguments as for :class:`Output`)."""
+    from .io.fs import is_url
+    cls = RemoteOutput if is_url(path) else LocalOutput
+    return cls(path, inputs=inputs, overwrite=overwrite, work_dir=work_dir)
 
 
 def output_complete(path: str) -> tuple[bool, str]:
     """Whether the output at ``path`` (a URL or a local folder) is complete:
-    its manifest (``_SUCCESS`` on object storage, ``.gpu-dedup-manifest.json``
-    locally) exists and every file it lists has the listed size. Returns
-    ``(complete, why not)``."""
+    its ``_SUCCESS`` exists and every file it lists exists with the listed
+    size. Returns ``(complete, why not)``."""
     from .io import fs
-    if not fs.is_url(path):
-        ok = os.path.isfile(os.path.join(path, MANIFEST_NAME))
-        return ok, "" if ok else f"{MANIFEST_NAME} is missing"
-    try:
-        data = json.loads(fs.read_bytes(f"{str(path).rstrip('/')}/{SUCCESS_NAME}"))
-    except InputError:
-        return False, f"{SUCCESS_NAME} is missing"
-    for f in data.get("files", []):
-        url = f"{str(path).rstrip('/')}/{f['name']}"
-        try:
-            if fs.size(url) != f["bytes"]:
-                return False, f"{f['name']}: size differs from {SUCCESS_NAME}"
-        except InputError:
-            return False, f"{f['name']}: listed in {SUCCESS_NAME} but missing"
-    return True, ""
+    out = OutputDir(path)
+    if fs.is_url(path):
+        def size(name: str) -> int | None:
+            i = fs.info(f"{out.path}/{name}")
+            return int(i.size) if i.type == fs.pafs.FileType.File else None
+    else:
+        def size(name: str) -> int | None:
+            try:
+                st = os.lstat(os.path.join(out.target, name))
+            except OSError:
+                return None
+            return st.st_size if stat.S_ISREG(st.st_mode) else None
+    return complete(out._read, size, out.path)

@@ -13,10 +13,13 @@ import textwrap
 import threading
 
 import pytest
+import xxhash
 
 import gpu_dedup.output
 from gpu_dedup.errors import ConfigError, DedupError, InputError
-from gpu_dedup.output import LOCK_NAME, MANIFEST_NAME, STAGING_PREFIX, OutputDir, _host, inside
+from gpu_dedup.manifest import PENDING_NAME, host
+from gpu_dedup.output import (LOCK_NAME, MANIFEST_NAME, STAGING_PREFIX, OutputDir, inside,
+                              output_complete)
 
 #: The folder holding the gpu_dedup package imported here, for child processes.
 PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(gpu_dedup.output.__file__)))
@@ -86,7 +89,9 @@ def test_non_empty_without_overwrite_is_refused_and_left_alone(tmp_path):
         OutputDir(str(out)).check()
     assert "\n" not in str(ei.value) and str(out) in str(ei.value)
     assert tree(out) == before
-    OutputDir(str(out), overwrite=True).check()        # allowed with overwrite
+    # --overwrite replaces an earlier output only: a user's file is named, never removed
+    with pytest.raises(InputError, match=f"{out}/notes.txt: not written by gpu-dedup"):
+        OutputDir(str(out), overwrite=True).check()
     assert tree(out) == before
 
 
@@ -127,7 +132,7 @@ def test_work_dir_inside_an_input_is_refused(tmp_path):
 
 
 # -- staging and publishing ----------------------------------------------
-def test_publish_moves_staged_entries_and_writes_a_manifest(tmp_path):
+def test_publish_moves_staged_files_and_writes_a_manifest_last(tmp_path):
     out = tmp_path / "a" / "out"
     with OutputDir(str(out)) as o:
         o.check()
@@ -139,11 +144,14 @@ def test_publish_moves_staged_entries_and_writes_a_manifest(tmp_path):
     assert names == ["clusters.parquet", "data", "run-one.txt"]
     assert sorted(os.listdir(out)) == sorted(names + [MANIFEST_NAME])
     manifest = json.loads(read(out / MANIFEST_NAME))
-    entries = {e["name"]: e for e in manifest["entries"]}
-    assert set(entries) == set(names)
-    assert entries["clusters.parquet"]["bytes"] == len("clusters one")
-    assert entries["data"]["type"] == "dir" and entries["data"]["bytes"] == len("data one")
+    assert manifest["tool"] == "gpu-dedup"
+    files = {f["name"]: f for f in manifest["files"]}     # files at any depth, no folders
+    assert set(files) == {"clusters.parquet", "data/part-0.jsonl", "run-one.txt"}
+    assert files["data/part-0.jsonl"]["bytes"] == len("data one")
+    assert files["clusters.parquet"]["xxh3_128"] == \
+        xxhash.xxh3_128(b"clusters one").hexdigest()
     assert read(out / "data" / "part-0.jsonl") == "data one"
+    assert output_complete(str(out)) == (True, "")
 
 
 def test_file_dropped_in_while_working_stops_publish(tmp_path):
@@ -349,27 +357,17 @@ def test_read_only_parent_is_fine(tmp_path):
 # -- leftovers of killed runs ---------------------------------------------
 def test_leftovers_of_dead_runs_are_removed_live_ones_kept(tmp_path, sleeper):
     out = tmp_path / "out"
-    dead = out / f"{STAGING_PREFIX}{_host()}-{dead_pid()}-0badc0de"
-    live = out / f"{STAGING_PREFIX}{_host()}-{sleeper}-00c0ffee"
+    dead = out / f"{STAGING_PREFIX}{host()}-{dead_pid()}-0badc0de"
+    live = out / f"{STAGING_PREFIX}{host()}-{sleeper}-00c0ffee"
     write(dead / "clusters.parquet", "half")
     write(live / "clusters.parquet", "busy")
-    legacy_pid = 999999
-    try:
-        os.kill(legacy_pid, 0)
-        pytest.skip("pid 999999 is in use")
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        pytest.skip("pid 999999 is in use")
-    legacy = tmp_path / f".out.tmp-{legacy_pid}"
-    write(legacy / "report.json", "{}")
-    unrelated = tmp_path / ".out.tmp-12-34"              # not this module's name: kept
-    unrelated.mkdir()
+    beside = tmp_path / ".out.tmp-999999"                # beside the output: never touched
+    write(beside / "report.json", "{}")
     o = OutputDir(str(out))
     o.check()                                            # leftovers do not make it non-empty
     assert not dead.exists() and live.exists()
     stage_outputs(o.staging(), "one")
-    assert not legacy.exists() and unrelated.exists()
+    assert read(beside / "report.json") == "{}"
     o.publish()                                          # a live run's staging is not "foreign"
     assert read(live / "clusters.parquet") == "busy"
     assert read(out / "clusters.parquet") == "clusters one"
@@ -437,51 +435,125 @@ def test_leaving_the_block_without_publish_discards_the_staging(tmp_path):
 
 
 # -- overwrite ------------------------------------------------------------
-def test_overwrite_replaces_only_the_previous_outputs(tmp_path):
+def test_overwrite_removes_exactly_the_files_of_the_earlier_output(tmp_path):
     out = tmp_path / "out"
     with OutputDir(str(out)) as o:
         s = o.staging()
         stage_outputs(s, "old")
         write(os.path.join(s, "report.html"), "old report")
+        write(os.path.join(s, "old", "deep", "x.txt"), "old deep")
         write(os.path.join(s, "data", "part-1.jsonl"), "old part")
         o.publish()
-    write(out / "notes.txt", "mine")
-    write(out / "mine" / "keep.txt", "mine too")
+    os.makedirs(out / "data" / "empty")                   # a user's empty folder: kept
     with OutputDir(str(out), overwrite=True) as o:
         o.check()
         stage_outputs(o.staging(), "new")
         names = o.publish()
     assert names == ["clusters.parquet", "data", "run-new.txt"]
     assert tree(out) == {"clusters.parquet": "clusters new", "data": None,
-                         "data/part-0.jsonl": "data new", "run-new.txt": "new",
-                         "notes.txt": "mine", "mine": None, "mine/keep.txt": "mine too",
-                         MANIFEST_NAME: read(out / MANIFEST_NAME)}
+                         "data/part-0.jsonl": "data new", "data/empty": None,
+                         "run-new.txt": "new", MANIFEST_NAME: read(out / MANIFEST_NAME)}
     manifest = json.loads(read(out / MANIFEST_NAME))
-    assert [e["name"] for e in manifest["entries"]] == names
+    assert [f["name"] for f in manifest["files"]] == \
+        ["clusters.parquet", "data/part-0.jsonl", "run-new.txt"]
 
 
-def test_overwrite_replaces_same_named_entries_of_an_output_without_manifest(tmp_path):
+def test_overwrite_refuses_user_files_anywhere_and_changed_output_files(tmp_path):
+    out = tmp_path / "out"
+    with OutputDir(str(out)) as o:
+        stage_outputs(o.staging(), "old")
+        o.publish()
+    for name, text in (("notes.txt", "mine"), ("data/mine/keep.txt", "mine too")):
+        write(out / name, text)
+        before = tree(out)
+        with pytest.raises(InputError, match=f"{out}/{name}: not written by gpu-dedup") as ei:
+            OutputDir(str(out), overwrite=True).check()
+        assert "\n" not in str(ei.value)
+        assert tree(out) == before
+        os.unlink(out / name)
+    write(out / "run-old.txt", "OLD")                   # same size, other bytes
+    with pytest.raises(InputError, match=f"{out}/run-old.txt: changed since gpu-dedup"):
+        OutputDir(str(out), overwrite=True).check()
+    # a user's file that appears while the run works stops the publish
+    write(out / "run-old.txt", "old")
+    o = OutputDir(str(out), overwrite=True)
+    o.check()
+    stage_outputs(o.staging(), "new")
+    write(out / "data" / "late.txt", "mine")
+    before = {k: v for k, v in tree(out).items() if not k.startswith(STAGING_PREFIX)}
+    with pytest.raises(InputError, match="data/late.txt: not written by gpu-dedup"):
+        o.publish()
+    assert tree(out) == before
+
+
+def test_overwrite_of_a_folder_without_manifest_is_refused(tmp_path):
     out = tmp_path / "out"
     write(out / "clusters.parquet", "legacy")
     write(out / "data" / "part-9.jsonl", "legacy part")
-    write(out / "notes.txt", "mine")
-    with OutputDir(str(out), overwrite=True) as o:
-        o.check()
-        stage_outputs(o.staging(), "new")
-        o.publish()
-    assert read(out / "clusters.parquet") == "clusters new"
-    assert os.listdir(out / "data") == ["part-0.jsonl"]
-    assert read(out / "notes.txt") == "mine"
+    before = tree(out)
+    with pytest.raises(InputError, match="clusters.parquet: not written by gpu-dedup"):
+        OutputDir(str(out), overwrite=True).check()
+    assert tree(out) == before
+    # an output of the gpu-dedup versions whose manifest listed folders is named as such
+    write(out / ".gpu-dedup-manifest.json", json.dumps({"entries": [{"name": "data"}]}))
+    with pytest.raises(InputError, match="an output of an earlier gpu-dedup version"):
+        OutputDir(str(out), overwrite=True).check()
 
 
-def test_overwrite_ignores_manifest_names_outside_the_directory(tmp_path):
+def test_a_manifest_naming_files_outside_the_directory_is_refused(tmp_path):
     out = tmp_path / "out"
     write(tmp_path / "precious.txt", "keep")
-    write(out / MANIFEST_NAME, json.dumps({"entries": [{"name": "../precious.txt"},
-                                                       {"name": ".."}, {"name": "gone.txt"}]}))
-    write(out / "gone.txt", "old output")
-    with OutputDir(str(out), overwrite=True) as o:
-        stage_outputs(o.staging(), "new")
-        o.publish()
+    for name in ("../precious.txt", "/etc/passwd", "a/../../precious.txt"):
+        write(out / MANIFEST_NAME, json.dumps({"tool": "gpu-dedup", "format": 1, "files": [
+            {"name": name, "bytes": 4, "xxh3_128": xxhash.xxh3_128(b"keep").hexdigest()}]}))
+        with pytest.raises(InputError, match="not a plain relative file name"):
+            OutputDir(str(out), overwrite=True).check()
     assert read(tmp_path / "precious.txt") == "keep"
-    assert not (out / "gone.txt").exists()
+    write(out / MANIFEST_NAME, "")                        # another tool's _SUCCESS
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match=f"{MANIFEST_NAME}: not a gpu-dedup manifest"):
+            OutputDir(str(out), overwrite=overwrite).check()
+    assert read(out / MANIFEST_NAME) == ""
+
+
+def test_a_publish_stopped_half_way_is_incomplete_and_replaced_by_the_next(tmp_path,
+                                                                          monkeypatch):
+    out = tmp_path / "out"
+    with OutputDir(str(out)) as o:
+        stage_outputs(o.staging(), "old")
+        o.publish()
+    o = OutputDir(str(out), overwrite=True)
+    stage_outputs(o.staging(), "new")
+    real, moved = os.rename, []
+
+    def stop(src, dst, *a, **kw):
+        if STAGING_PREFIX in os.fspath(src) and STAGING_PREFIX not in os.fspath(dst):
+            moved.append(dst)
+            if len(moved) == 2:                          # the second new file: stopped
+                raise KeyboardInterrupt
+        return real(src, dst, *a, **kw)
+    # what a kill leaves: the moves done so far, the pending list, no manifest
+    monkeypatch.setattr(os, "rename", stop)
+    monkeypatch.setattr(o, "_rollback", lambda: None)
+    monkeypatch.setattr(o, "abort", lambda: None)
+    with pytest.raises(KeyboardInterrupt):
+        o.publish()
+    monkeypatch.undo()
+    assert os.path.exists(out / PENDING_NAME) and not os.path.exists(out / MANIFEST_NAME)
+    ok, why = output_complete(str(out))
+    assert not ok and MANIFEST_NAME in why
+    with pytest.raises(InputError, match="not empty"):
+        OutputDir(str(out)).check()
+    with OutputDir(str(out), overwrite=True) as o2:
+        o2.check()
+        stage_outputs(o2.staging(), "again")
+        o2.publish()
+    o.abort()
+    assert {k: v for k, v in tree(out).items() if k != MANIFEST_NAME} == {
+        "clusters.parquet": "clusters again", "data": None, "data/part-0.jsonl": "data again",
+        "run-again.txt": "again"}
+    assert output_complete(str(out)) == (True, "")
+    with open(out / "data" / "part-0.jsonl", "w") as f:
+        f.write("data")                                  # truncated
+    ok, why = output_complete(str(out))
+    assert not ok and "data/part-0.jsonl" in why
