@@ -114,11 +114,16 @@ def test_an_incomplete_output_says_so_and_a_users_object_is_never_deleted(s3, co
     p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://out2/run", "-q", "--no-html")
     assert p.returncode == 2 and "s3://out2/run" in p.stderr and "not empty" in p.stderr
     assert output_complete("s3://out2/run")[0] is False
+    # --overwrite replaces an earlier output only: the user's object is named and kept
+    p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://out2/run", "-q", "--no-html",
+            "--overwrite")
+    assert p.returncode == 2 and "s3://out2/run/notes.txt: not written by gpu-dedup" in p.stderr
+    assert get(s3, "out2/run/notes.txt") == b"mine"
+    f.delete_file("out2/run/notes.txt")
     for _ in range(2):                    # a first output, then one replacing it
         p = cli(s3, "run", "s3://corpus/shards/", "-o", "s3://out2/run", "-q", "--no-html",
                 "--overwrite")
         assert p.returncode == 0, p.stderr
-    assert get(s3, "out2/run/notes.txt") == b"mine"
     assert output_complete("s3://out2/run") == (True, "")
     f.delete_file("out2/run/data/a.jsonl")
     ok, why = output_complete("s3://out2/run")
