@@ -339,8 +339,13 @@ def delete(url: str) -> None:
 
 
 def open_binary(path: str):
-    """A seekable binary file of a local path or a URL."""
-    return open_input_file(path) if is_url(path) else open(path, "rb")
+    """A seekable binary file of a local path or a URL (a local path that is
+    no regular file is refused before it is opened)."""
+    if is_url(path):
+        return open_input_file(path)
+    from .names import require_regular
+    require_regular(path)
+    return open(path, "rb")
 
 
 def getsize(path: str) -> int:

@@ -42,6 +42,7 @@ import pyarrow.json as pj
 
 from ..errors import InputError
 from .fs import getsize, is_url, open_binary, open_input_stream
+from .names import native_path, require_regular
 from .stdin import display_name, resolve
 
 #: Decompressed bytes per block. Larger blocks parse a little faster;
@@ -100,6 +101,10 @@ def _open_stream(path: str, comp: str | None):
                              f"replace it with an intact copy")
         if is_url(path):
             return open_input_stream(path, compression=comp)
+        require_regular(path, name)
+        native = native_path(path)
+        if isinstance(native, bytes):
+            return pa.input_stream(pa.OSFile(native), compression=comp)
         return pa.input_stream(path, compression=comp)
     except InputError:
         raise
@@ -227,12 +232,62 @@ def _clean_str(s: str) -> tuple[str, bool]:
     return _SURROGATE.sub("\ufffd", s), True
 
 
+#: The deepest nesting of arrays and objects (the record's own object
+#: counted) a record may have when the line-by-line parser must ask Arrow to
+#: type its fields: Arrow's type inference recurses once per level on the
+#: thread's stack.
+MAX_DEPTH = 1024
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def nesting_depth(line: bytes) -> int:
+    """How deep arrays and objects nest in one JSON line (brackets inside
+    strings not counted)."""
+    if line.count(b"[") + line.count(b"{") <= 1:
+        return int(b"[" in line or b"{" in line)
+    bare = np.frombuffer(_JSON_STRING.sub(b'""', line), dtype=np.uint8)
+    step = ((bare == 91) | (bare == 123)).astype(np.int32)
+    step -= ((bare == 93) | (bare == 125)).astype(np.int32)
+    return int(np.cumsum(step).max(initial=0))
+
+
 def _arrow_one(line: bytes, text_field: str, id_field: str | None) -> dict:
     """Parse one ``{...}`` line with Arrow; only for objects nested too deeply
-    for Python's parser."""
+    for Python's parser. The text (and id) are asked for by type first, which
+    Arrow reads at any depth; when that fails, the fields' types are inferred,
+    which only records nested at most :data:`MAX_DEPTH` deep may ask."""
+    ro = pj.ReadOptions(block_size=max(len(line) + 2, 1 << 16), use_threads=False)
+    null_text = False
+    id_types = [None]
+    if id_field is not None and id_field != text_field:
+        id_types = [pa.large_string(), pa.int64(), pa.float64(), pa.bool_()]
+    for typ in id_types:
+        fields = [(text_field, pa.large_string())] + ([] if typ is None else [(id_field, typ)])
+        try:
+            t = pj.read_json(pa.py_buffer(line + b"\n"), read_options=ro,
+                             parse_options=pj.ParseOptions(explicit_schema=pa.schema(fields),
+                                                           unexpected_field_behavior="ignore"))
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        if t.num_rows != 1:
+            break
+        if t.column(text_field)[0].as_py() is None:
+            null_text = True
+            break
+        row = {text_field: t.column(text_field)[0].as_py()}
+        if typ is not None and t.column(id_field)[0].as_py() is not None:
+            row[id_field] = t.column(id_field)[0].as_py()
+        elif id_field == text_field:
+            row[id_field] = row[text_field]
+        return row
+    depth = nesting_depth(line)
+    if depth > MAX_DEPTH:
+        if null_text:
+            raise BadRecord(f"field {text_field!r} is missing or null")
+        raise BadRecord(f"nested too deeply (arrays and objects {depth} levels deep; "
+                        f"at most {MAX_DEPTH} are read)")
     try:
-        t = pj.read_json(pa.py_buffer(line + b"\n"),
-                         read_options=pj.ReadOptions(block_size=max(len(line) + 2, 1 << 16)),
+        t = pj.read_json(pa.py_buffer(line + b"\n"), read_options=ro,
                          parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise BadRecord(f"malformed JSON ({_one_line(exc)})") from None
@@ -242,8 +297,12 @@ def _arrow_one(line: bytes, text_field: str, id_field: str | None) -> dict:
     for name in (text_field, id_field):
         if name is not None and name in t.column_names:
             col = t.column(name)
-            v = col[0].as_py() if not (pa.types.is_struct(col.type) or pa.types.is_list(col.type)) \
-                else {}
+            if pa.types.is_struct(col.type):
+                v = {}
+            elif pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+                v = []
+            else:
+                v = col[0].as_py()
             row[name] = v
     return row
 

@@ -21,6 +21,8 @@ import tempfile
 import threading
 
 from ..errors import InputError
+from .fs import public_url
+from .names import printable
 
 #: The input name that stands for standard input.
 STDIN = "-"
@@ -52,8 +54,13 @@ def is_stdin(path) -> bool:
 
 
 def display_name(path) -> str:
-    """``<stdin>`` for standard input, else ``path`` unchanged."""
-    return DISPLAY_NAME if is_stdin(path) else str(path)
+    """How messages, reports and generated ids name an input: ``<stdin>`` for
+    standard input; a URL without its credentials
+    (:func:`gpu_dedup.io.fs.public_url`); any name printable, undecodable
+    bytes as ``\\xNN`` (:func:`gpu_dedup.io.names.printable`)."""
+    if is_stdin(path):
+        return DISPLAY_NAME
+    return printable(public_url(path))
 
 
 def output_name(path) -> str:
