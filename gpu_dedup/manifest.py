@@ -399,9 +399,13 @@ class Output:
                 is, holds or sits inside an existing input.
         """
         self._check_places()
-        if self._exists():
-            self._clean_stale()
-            self._verify()
+        try:
+            if self._exists():
+                self._clean_stale()
+                self._verify()
+        except OSError as exc:                # an unreadable folder inside, say
+            raise DedupError(f"{exc.filename or self.path}: cannot check the output: "
+                             f"{one_line(exc.strerror or exc)}") from exc
 
     # -- the publish --------------------------------------------------------------
     def publish(self) -> list[str]:

@@ -170,14 +170,17 @@ class LocalOutput(Output):
                 return b""                    # not a file: not a manifest either
             with open(path, "rb") as f:
                 return f.read()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             return None
 
     def _hash(self, name: str) -> str | None:
         from .io.identity import file_hash
         path = os.path.join(self.target, name)
-        if not stat.S_ISREG(os.lstat(path).st_mode):
-            return None
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return None
+        except FileNotFoundError:
+            return None                        # gone meanwhile: not the file listed
         return file_hash(path)[1]
 
     # -- staging ------------------------------------------------------------------
