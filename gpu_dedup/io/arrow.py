@@ -28,8 +28,11 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from ..paths import contained
 from .fs import is_url, open_input_file
+from .names import native_path, require_regular, special_kind
 from .parquet import ParquetData, _filter_rows, read_batches
+from .stdin import display_name
 
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
 STATE = "state.json"
@@ -43,26 +46,71 @@ def is_datasets_folder(path: str) -> bool:
     return os.path.isfile(os.path.join(path, STATE)) and bool(_state_files(path, quiet=True))
 
 
-def _state_files(path: str, quiet: bool = False) -> list[str]:
+def _state_files(path: str, quiet: bool = False) -> list:
+    state = os.path.join(path, STATE)
     try:
-        with open(os.path.join(path, STATE), encoding="utf-8") as f:
-            state = json.load(f)
-        files = [d["filename"] for d in state["_data_files"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with open(state, encoding="utf-8") as f:
+            files = [d["filename"] for d in json.load(f)["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         if quiet:
             return []
-        raise InputError(f"{os.path.join(path, STATE)}: not a datasets state file ({exc})") \
-            from exc
-    return [str(f) for f in files]
+        raise InputError(f"{display_name(state)}: not a datasets state file "
+                         f"({' '.join(str(exc).split())})") from exc
+    return files
 
 
 def datasets_files(path: str) -> list[str]:
-    """The data files of a ``datasets`` folder, in its order (relative)."""
+    """The data files of a ``datasets`` folder, in its order (relative).
+
+    Each name ``state.json`` gives must be a plain relative name
+    (:func:`gpu_dedup.paths.plain_relative`) of a regular file inside the
+    folder, not a link leading out of it, and listed once; anything else is an
+    :class:`InputError` naming the state file and the name, raised before any
+    data file is opened."""
+    state = display_name(os.path.join(path, STATE))
     files = _state_files(path)
+    seen = set()
     for f in files:
-        if not os.path.isfile(os.path.join(path, f)):
-            raise InputError(f"{os.path.join(path, f)}: listed in {STATE} but missing")
+        if not isinstance(f, str):
+            raise InputError(f"{state}: data file name {f!r} is not a string")
+        contained(path, f, state)
+        full = os.path.join(path, f)
+        if not os.path.lexists(full):
+            raise InputError(f"{state}: lists {f!r}, which is missing")
+        if not os.path.isfile(full):
+            raise InputError(f"{state}: lists {f!r}, which is not a regular file"
+                             f" ({special_kind(full) or 'a folder'})")
+        if f in seen:
+            raise InputError(f"{state}: lists {f!r} twice")
+        seen.add(f)
     return files
+
+
+def datasets_metadata(path: str, files: list[str] | None = None) -> list[str]:
+    """The ``.json`` files a ``datasets`` folder holds beside its state and
+    data files (``dataset_info.json``...), copied to its data/ output: each
+    a regular file inside the folder, else an :class:`InputError`."""
+    files = datasets_files(path) if files is None else files
+    out = []
+    for name in sorted(os.listdir(path)):
+        if name in files or name == STATE or name.startswith(".") or \
+                not name.endswith(".json"):
+            continue
+        full = os.path.join(path, name)
+        if os.path.isdir(full):
+            continue
+        contained(path, name, display_name(full))
+        if not os.path.isfile(full):
+            raise InputError(f"{display_name(full)}: not a regular file "
+                             f"({special_kind(full) or 'missing'})")
+        out.append(name)
+    return out
+
+
+def check_datasets_folder(path: str) -> None:
+    """Every name a ``datasets`` folder gives, checked before anything of it
+    is read (:func:`datasets_files`, :func:`datasets_metadata`)."""
+    datasets_metadata(path, datasets_files(path))
 
 
 class _Ipc:
@@ -70,12 +118,17 @@ class _Ipc:
 
     def __init__(self, path: str):
         self.path = path
+        name = display_name(path)
         try:
-            self.source = open_input_file(path) if is_url(path) else pa.memory_map(path, "r")
+            if is_url(path):
+                self.source = open_input_file(path)
+            else:
+                require_regular(path, name)
+                self.source = pa.memory_map(native_path(path), "r")
         except InputError:
             raise
         except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") \
+            raise InputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") \
                 from exc
         try:
             self.reader = pa.ipc.open_file(self.source)
@@ -86,7 +139,7 @@ class _Ipc:
                 self.reader = pa.ipc.open_stream(self.source)
             except pa.ArrowException as exc:
                 self.source.close()
-                raise InputError(f"{path}: not a readable Arrow IPC file or stream ({exc})") \
+                raise InputError(f"{name}: not a readable Arrow IPC file or stream ({exc})") \
                     from exc
             self.kind = "stream"
         self.schema = self.reader.schema
@@ -109,7 +162,8 @@ def read_arrow_shard(path: str, text_field: str = "text", id_field: str | None =
                      ) -> ParquetData:
     """The text (and id) column of an IPC file, or of the data ``files`` of a
     folder (rows numbered from 1 across them)."""
-    paths = [path] if files is None else [os.path.join(path, f) for f in files]
+    paths = [path] if files is None else \
+        [contained(path, f, display_name(os.path.join(path, STATE))) for f in files]
     texts, ids, rows, skipped = [], [], [], []
     base = 0
     use_id = None
@@ -179,7 +233,7 @@ def write_ipc_rows(src: str, rows: np.ndarray, dst: str, edit=None, row_base: in
     written = 0
     try:
         new = pa.ipc.new_file if r.kind == "file" else pa.ipc.new_stream
-        with pa.OSFile(dst, "wb") as sink, new(sink, r.schema) as w:
+        with pa.OSFile(native_path(dst), "wb") as sink, new(sink, r.schema) as w:
             base = row_base
             for batch in r.batches():
                 n = batch.num_rows
@@ -203,32 +257,39 @@ def write_ipc_rows(src: str, rows: np.ndarray, dst: str, edit=None, row_base: in
 def write_kept_ipc(src: str, kept_rows: np.ndarray, dst: str, files: list[str] | None = None,
                    edit=None) -> int:
     """The kept rows of an IPC shard to ``dst`` (a ``datasets`` folder when
-    ``files`` lists its data files)."""
+    ``files`` lists its data files). Every file of a folder is read and
+    written under its checked name (:func:`datasets_files`), each path
+    through :func:`gpu_dedup.paths.contained`."""
     if files is None:
         return write_ipc_rows(src, kept_rows, dst, edit)
+    listed = datasets_files(src)
+    if list(files) != listed:
+        raise InputError(f"{display_name(os.path.join(src, STATE))}: changed while the run "
+                         f"was reading it")
+    metadata = datasets_metadata(src, listed)
     os.makedirs(dst, exist_ok=True)
     written = 0
     base = 0
     kept_rows = np.asarray(kept_rows, np.int64)
-    for f in files:
-        p = os.path.join(src, f)
+    for f in listed:
+        p = contained(src, f, display_name(os.path.join(src, STATE)))
+        out = contained(dst, f, display_name(dst))
         n = sum(b.num_rows for b in _batches_of(p))
         lo = int(np.searchsorted(kept_rows, base + 1, side="left"))
         hi = int(np.searchsorted(kept_rows, base + n, side="right"))
         shifted = None if edit is None else (lambda t, a, b, _o=lo: edit(t, a + _o, b + _o))
-        written += write_ipc_rows(p, kept_rows[lo:hi], os.path.join(dst, f), shifted, base)
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        written += write_ipc_rows(p, kept_rows[lo:hi], out, shifted, base)
         base += n
-    for name in os.listdir(src):
-        if name in files or name == STATE or name.startswith("."):
-            continue
-        full = os.path.join(src, name)
-        if os.path.isfile(full) and name.endswith(".json"):
-            shutil.copyfile(full, os.path.join(dst, name))
+    for name in metadata:
+        shutil.copyfile(contained(src, name, display_name(src)),
+                        contained(dst, name, display_name(dst)))
     with open(os.path.join(src, STATE), encoding="utf-8") as f:
         state = json.load(f)
     digest = hashlib.sha256(np.ascontiguousarray(kept_rows).tobytes())
     digest.update(str(state.get("_fingerprint", "")).encode())
     state["_fingerprint"] = digest.hexdigest()[:16]
-    with open(os.path.join(dst, STATE), "w", encoding="utf-8") as f:
+    state["_data_files"] = [{**d, "filename": f} for d, f in zip(state["_data_files"], listed)]
+    with open(contained(dst, STATE, display_name(dst)), "w", encoding="utf-8") as f:
         json.dump(state, f, indent=2, sort_keys=True)
     return written

@@ -29,6 +29,7 @@ from ..errors import InputError
 from . import fs
 from .arrow import datasets_files, is_datasets_folder
 from .fs import is_url
+from .names import require_regular
 from .sources import group_inputs
 from .stdin import DISPLAY_NAME, display_name, is_stdin
 from .txt import list_txt
@@ -44,6 +45,7 @@ def file_hash(path: str, buf: bytearray | None = None) -> tuple[int, str]:
     if buf is None:
         buf = bytearray(_READ_BYTES)
     view = memoryview(buf)
+    require_regular(path, display_name(path))
     try:
         with open(path, "rb", buffering=0) as f:
             while True:

@@ -21,17 +21,44 @@ import pyarrow.parquet as pq
 
 from ..errors import InputError
 from .fs import is_url, open_input_file
+from .names import native_path, require_regular
+from .stdin import display_name
 
 BATCH_ROWS = 64 * 1024
 
 
 def _open(path: str) -> pq.ParquetFile:
     try:
-        return pq.ParquetFile(open_input_file(path) if is_url(path) else path)
+        if is_url(path):
+            return pq.ParquetFile(open_input_file(path))
+        require_regular(path, display_name(path))
+        native = native_path(path)
+        return pq.ParquetFile(pa.memory_map(native) if isinstance(native, bytes) else path)
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - any reader error means the same to the user
-        raise InputError(f"{path}: not a readable Parquet file ({exc})") from exc
+        raise InputError(f"{display_name(path)}: not a readable Parquet file ({exc})") from exc
+
+
+class _Writer:
+    """A ``ParquetWriter`` to the local file ``dst`` (any name: one that is
+    not UTF-8 is opened by its bytes)."""
+
+    def __init__(self, dst: str, schema: pa.Schema, compression: str):
+        native = native_path(dst)
+        self.sink = pa.OSFile(native, "wb") if isinstance(native, bytes) else None
+        self.w = pq.ParquetWriter(self.sink if self.sink is not None else dst, schema,
+                                  compression=compression)
+
+    def __enter__(self) -> pq.ParquetWriter:
+        return self.w
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.w.close()
+        finally:
+            if self.sink is not None:
+                self.sink.close()
 
 
 def compression_of_file(pf: pq.ParquetFile) -> str | None:
@@ -147,15 +174,15 @@ def _columns(path: str, schema: pa.Schema, text_field: str, id_field: str | None
     """The columns to read; a missing or mistyped text or id column is refused."""
     names = schema.names
     if text_field not in names:
-        raise InputError(f"{path}: missing text field {text_field!r} "
+        raise InputError(f"{display_name(path)}: missing text field {text_field!r} "
                          f"(columns: {', '.join(names)}); choose one with --text-field")
     ttype = schema.field(text_field).type
     if not _is_text_type(ttype):
-        raise InputError(f"{path}: field {text_field!r} is not a string column ({ttype}); "
-                         f"choose the text column with --text-field")
+        raise InputError(f"{display_name(path)}: field {text_field!r} is not a string column "
+                         f"({ttype}); choose the text column with --text-field")
     use_id = id_field is not None and id_field in names
     if use_id and not _is_id_type(schema.field(id_field).type):
-        raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
+        raise InputError(f"{display_name(path)}: field {id_field!r} cannot be used as an id "
                          f"({schema.field(id_field).type}; ids must be strings or integers); "
                          f"pass --id-field none to generate ids")
     return [text_field] + ([id_field] if use_id and id_field != text_field else [])
@@ -187,9 +214,9 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
                     try:
                         i = i.cast(pa.large_string())
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                        raise InputError(f"{path}: field {id_field!r} cannot be used as an id "
-                                         f"({schema.field(id_field).type}); pass --id-field "
-                                         f"none to generate ids") from exc
+                        raise InputError(f"{display_name(path)}: field {id_field!r} cannot be "
+                                         f"used as an id ({schema.field(id_field).type}); "
+                                         f"pass --id-field none to generate ids") from exc
             r = np.arange(base + 1, base + n + 1, dtype=np.int64)
             bad = t.is_null().to_numpy(zero_copy_only=False) if t.null_count else None
             bad_id = i.is_null().to_numpy(zero_copy_only=False) if i is not None and i.null_count \
@@ -204,7 +231,7 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
                     why = (f"field {text_field!r} is not a string (null)"
                            if bad is not None and bad[k] else f"missing id field {id_field!r}")
                     if on_bad_record != "skip":
-                        raise InputError(f"{path}: row {base + k + 1}: {why}")
+                        raise InputError(f"{display_name(path)}: row {base + k + 1}: {why}")
                     skipped.append((base + k + 1, why))
                 keep = pa.array(~b)
                 t = t.filter(keep)
@@ -219,7 +246,8 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - corrupt pages, bad encodings...
-        raise InputError(f"{path}: corrupt {what} data after row {base} ({exc})") from exc
+        raise InputError(f"{display_name(path)}: corrupt {what} data after row {base} "
+                         f"({exc})") from exc
     text_arr = pa.concat_arrays(texts) if texts else pa.array([], type=pa.large_string())
     id_arr = None
     if use_id:
@@ -235,7 +263,7 @@ def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
     comp = compression_of_file(pf)
     kept_rows = np.asarray(kept_rows, dtype=np.int64)
     written = 0
-    with pq.ParquetWriter(dst, pf.schema_arrow, compression=comp or "none") as w:
+    with _Writer(dst, pf.schema_arrow, comp or "none") as w:
         base = 0
         for g in range(pf.metadata.num_row_groups):
             n = pf.metadata.row_group(g).num_rows
@@ -264,7 +292,7 @@ def write_edited_rows(src: str, locations: np.ndarray, keep: np.ndarray, texts_o
     schema = pf.schema_arrow
     col = schema.get_field_index(text_field)
     written = 0
-    with pq.ParquetWriter(dst, schema, compression=comp or "none") as w:
+    with _Writer(dst, schema, comp or "none") as w:
         base = 0
         for g in range(pf.metadata.num_row_groups):
             n = pf.metadata.row_group(g).num_rows

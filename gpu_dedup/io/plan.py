@@ -354,8 +354,8 @@ def location(meta: dict, loc: int) -> str:
     if fmt == "jsonl":
         return f"{display_name(path)}:{int(loc)}"
     if fmt in ("parquet", "arrow", "datasets"):
-        return f"{path}: row {int(loc)}"
-    return os.path.join(path, meta["files"][int(loc) - 1])
+        return f"{display_name(path)}: row {int(loc)}"
+    return display_name(os.path.join(path, meta["files"][int(loc) - 1]))
 
 
 def generated_ids(path: str, locations: np.ndarray) -> pa.Array:

@@ -42,11 +42,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
-from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, datasets_files, is_datasets_folder,
-                    read_arrow_shard, write_kept_ipc)
+from ..paths import plain_relative
+from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, check_datasets_folder, datasets_files,
+                    is_datasets_folder, read_arrow_shard, write_kept_ipc)
 from . import fs
 from .fs import is_url, local_path
 from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
+from .names import require_regular, special_kind
 from .parquet import read_parquet_shard, write_kept_rows
 from .stdin import STDIN, display_name, is_stdin, resolve
 from .stdin import output_name as stdin_output_name
@@ -94,6 +96,8 @@ def _looks_like_jsonl(path: str) -> bool:
         return False
     if not path.lower().endswith(".json"):
         return True
+    if special_kind(path) is not None:
+        return True                   # refused as an input, never opened here
     try:
         with open(path, "rb") as f:
             for line in f:
@@ -101,6 +105,8 @@ def _looks_like_jsonl(path: str) -> bool:
                     return isinstance(json.loads(line), dict)
     except (OSError, ValueError):
         return False
+    except RecursionError:
+        return True                   # an object nested deeply: the reader names it
     return True
 
 
@@ -108,6 +114,7 @@ def _data_files(root: str) -> list[str]:
     """The shards of a folder, sorted: data files, and ``datasets`` folders
     (each one shard, not walked into)."""
     if is_datasets_folder(root):
+        check_datasets_folder(root)
         return [root]
     files = []
     for d, dirs, names in os.walk(root):
@@ -115,6 +122,8 @@ def _data_files(root: str) -> list[str]:
         sets = [x for x in inner if is_datasets_folder(os.path.join(d, x))]
         dirs[:] = [x for x in inner if x not in sets]
         found = [os.path.join(d, x) for x in sets]
+        for x in found:
+            check_datasets_folder(x)
         for name in names:
             if name.startswith("."):
                 continue
@@ -122,6 +131,7 @@ def _data_files(root: str) -> list[str]:
             if format_of(full) == "jsonl" and not _looks_like_jsonl(full):
                 continue
             if format_of(full) in ("jsonl", "parquet", "arrow"):
+                require_regular(full, display_name(full))
                 found.append(full)
         files += sorted(found)
     return files
@@ -139,18 +149,19 @@ def _expand_url(spec: str) -> list[str]:
         found = [u for u in fs.listdir(prefix) if pattern.fullmatch(u)]
         found = [u for u in found if format_of(u) is not None]
         if not found:
-            raise InputError(f"{spec}: no object matches this pattern")
+            raise InputError(f"{display_name(spec)}: no object matches this pattern")
         return found
     info = fs.info(spec)
     if info.type == fs.pafs.FileType.File:
         if format_of(spec) is None:
-            raise InputError(f"{spec}: unknown input format; expected {_KNOWN}")
+            raise InputError(f"{display_name(spec)}: unknown input format; expected {_KNOWN}")
         return [spec]
     found = [u for u in fs.listdir(spec) if format_of(u) in ("jsonl", "parquet", "arrow")
              and not u.rsplit("/", 1)[-1].startswith(".")
              and u.rsplit("/", 1)[-1] not in DATASETS_METADATA]
     if not found:
-        raise InputError(f"{spec}: no such file or directory (or no {_KNOWN} files below it)")
+        raise InputError(f"{display_name(spec)}: no such file or directory "
+                         f"(or no {_KNOWN} files below it)")
     return found
 
 
@@ -176,22 +187,30 @@ def expand_inputs(inputs) -> list[str]:
         elif any(ch in spec for ch in "*?[") and not os.path.exists(spec):
             matches = sorted(glob.glob(spec, recursive=True))
             if not matches:
-                raise InputError(f"{spec}: no file matches this pattern")
+                raise InputError(f"{display_name(spec)}: no file matches this pattern")
         else:
             matches = [spec]
         for m in matches:
             if os.path.isdir(m):
                 group = _data_files(m)
                 if not group:
-                    if not list_txt(m):
-                        raise InputError(f"{m}: directory holds no {_KNOWN} files")
+                    if not _checked_txt(m):
+                        raise InputError(f"{display_name(m)}: directory holds no {_KNOWN} "
+                                         f"files")
                     group = [m]
-            elif os.path.exists(m):
+            elif os.path.lexists(m):
+                require_regular(m, display_name(m))
+                if not os.path.exists(m):
+                    raise InputError(f"{display_name(m)}: a link to nothing "
+                                     f"(no such file or directory)")
                 if format_of(m) is None:
-                    raise InputError(f"{m}: unknown input format; expected {_KNOWN}")
+                    raise InputError(f"{display_name(m)}: unknown input format; "
+                                     f"expected {_KNOWN}")
+                if format_of(m) == "txt":
+                    plain_relative(os.path.basename(m), display_name(m))
                 group = [m]
             else:
-                raise InputError(f"{m}: no such file or directory")
+                raise InputError(f"{display_name(m)}: no such file or directory")
             for f in group:
                 key = os.path.realpath(f)
                 if key not in seen:
@@ -200,6 +219,17 @@ def expand_inputs(inputs) -> list[str]:
     if not out:
         raise InputError("no input files given")
     return out
+
+
+def _checked_txt(root: str) -> list[str]:
+    """The ``.txt`` files of a text folder, each a regular file with a plain
+    relative name (its data/ output is written under that name)."""
+    files = list_txt(root)
+    for rel in files:
+        full = os.path.join(root, rel)
+        require_regular(full, display_name(full))
+        plain_relative(rel.replace(os.sep, "/"), display_name(full))
+    return files
 
 
 @dataclass
@@ -235,13 +265,13 @@ class Shard:
         if self.fmt == "jsonl":
             return f"{display_name(self.path)}:{int(loc)}"
         if self.fmt in ("parquet", "arrow", "datasets"):
-            return f"{self.path}: row {int(loc)}"
-        return os.path.join(self.path, self.files[int(loc) - 1])
+            return f"{display_name(self.path)}: row {int(loc)}"
+        return display_name(os.path.join(self.path, self.files[int(loc) - 1]))
 
     def generated_ids(self) -> pa.Array:
         """``FILE:LINE`` (``FILE:ROW``) ids, or the text files' paths."""
         if self.fmt == "txt":
-            return pa.array([os.path.join(self.path, f) for f in self.files],
+            return pa.array([display_name(os.path.join(self.path, f)) for f in self.files],
                             type=pa.large_string())
         nums = pa.array(self.locations, type=pa.int64()).cast(pa.large_string())
         return pc.binary_join_element_wise(pa.scalar(f"{display_name(self.path)}:",
@@ -297,7 +327,7 @@ def read_shard(path: str, text_field: str = "text", id_field: str | None = "id",
         ids = d.ids if id_field is not None else None
         return Shard(root, fmt, None, d.texts, ids, np.arange(1, len(files) + 1, dtype=np.int64),
                      d.invalid_utf8, [], files=files)
-    raise InputError(f"{path}: unknown input format; expected {_KNOWN}")
+    raise InputError(f"{display_name(path)}: unknown input format; expected {_KNOWN}")
 
 
 def group_inputs(paths: list[str]) -> list[tuple[str, list | None]]:
@@ -322,7 +352,16 @@ def output_names(paths: list[str]) -> list[str]:
     """Relative names for the output shards, unique, mirroring the inputs:
     the file names, else the paths relative to the inputs' common folder,
     else numbered file names. Standard input is ``stdin.jsonl`` (plus ``.gz``
-    or ``.zst`` when compressed)."""
+    or ``.zst`` when compressed). Every name is a plain relative name
+    (:func:`gpu_dedup.paths.plain_relative`), else an :class:`InputError`:
+    a data/ path is ``contained(data_dir, name, ...)``."""
+    names = _output_names(paths)
+    for p, n in zip(paths, names):
+        plain_relative(n, f"{display_name(p)}: output name")
+    return names
+
+
+def _output_names(paths: list[str]) -> list[str]:
     stdin = [is_stdin(p) for p in paths]
     absps = [os.path.abspath(p).rstrip(os.sep) for p in paths]
     base = [stdin_output_name(p) if s else os.path.basename(a)

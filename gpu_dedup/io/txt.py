@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import InputError
+from ..paths import contained
+from .names import printable, require_regular
 
 TXT_SUFFIXES = (".txt",)
 
@@ -44,11 +46,12 @@ def read_txt_files(root: str, files: list[str], progress=None) -> TxtData:
     n = max(len(files), 1)
     for k, rel in enumerate(files):
         path = os.path.join(root, rel)
+        require_regular(path)
         try:
             with open(path, "rb") as f:
                 raw = f.read()
         except OSError as exc:
-            raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+            raise InputError(f"{printable(path)}: cannot read: {exc.strerror or exc}") from exc
         try:
             texts.append(raw.decode("utf-8"))
         except UnicodeDecodeError:
@@ -56,8 +59,16 @@ def read_txt_files(root: str, files: list[str], progress=None) -> TxtData:
             texts.append(raw.decode("utf-8", errors="replace"))
         if progress is not None and (k & 1023) == 0:
             progress(k / n)
-    ids = pa.array([rel.replace(os.sep, "/") for rel in files], type=pa.large_string())
+    ids = pa.array([printable(rel.replace(os.sep, "/")) for rel in files],
+                   type=pa.large_string())
     return TxtData(pa.array(texts, type=pa.large_string()), ids, invalid)
+
+
+def _output(dst_dir: str, rel: str) -> str:
+    """``dst_dir/rel`` (its folders made), proven to stay inside ``dst_dir``."""
+    out = contained(dst_dir, rel.replace(os.sep, "/"), printable(dst_dir))
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    return contained(dst_dir, rel.replace(os.sep, "/"), printable(dst_dir))
 
 
 def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str) -> int:
@@ -66,8 +77,7 @@ def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str
     written = 0
     for i in np.flatnonzero(keep).tolist():
         rel = files[i]
-        out = os.path.join(dst_dir, rel)
-        os.makedirs(os.path.dirname(out), exist_ok=True)
+        out = _output(dst_dir, rel)
         shutil.copyfile(os.path.join(root, rel), out)
         written += 1
     return written
@@ -79,8 +89,7 @@ def write_edited_files(files: list[str], keep: np.ndarray, text_of, dst_dir: str
     os.makedirs(dst_dir, exist_ok=True)
     written = 0
     for i in np.flatnonzero(keep).tolist():
-        out = os.path.join(dst_dir, files[i])
-        os.makedirs(os.path.dirname(out), exist_ok=True)
+        out = _output(dst_dir, files[i])
         with open(out, "w", encoding="utf-8", newline="") as f:
             f.write(text_of(i))
         written += 1
