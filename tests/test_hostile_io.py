@@ -323,3 +323,19 @@ def test_stdin_still_reads(tmp_path):
     p = guarded(str(tmp_path), "run", "-", "-o", out, "-q", writable=(str(out),), expect=0,
                 input=b'{"id":"1","text":"some text here"}\n', timeout=120)
     assert (out / "data" / "stdin.jsonl").read_bytes() == b'{"id":"1","text":"some text here"}\n'
+
+
+def test_a_deep_record_whose_text_is_cut_is_one_line_not_a_recursion_error(tmp_path):
+    import numpy as np
+    import pytest
+    from gpu_dedup.errors import InputError
+    from gpu_dedup.io.jsonl import read_jsonl_shard, write_edited_lines
+    src = tmp_path / "d.jsonl"
+    src.write_bytes(b'{"id":"z","text":"q"}\n'
+                    b'{"id":"a","text":"abc def","m":' + _nested(1500) + b"}\n")
+    d = read_jsonl_shard(str(src))
+    assert d.texts.to_pylist() == ["q", "abc def"]
+    with pytest.raises(InputError, match=r"d\.jsonl:2: nested too deeply"):
+        write_edited_lines(str(src), np.array([1, 2]), np.array([True, True]),
+                           np.array([False, True]), lambda i: "x", "text",
+                           str(tmp_path / "out.jsonl"))

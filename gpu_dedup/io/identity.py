@@ -83,7 +83,9 @@ def input_identity(paths) -> list[dict]:
         elif is_url(path):
             # an object is known by its size and modification time (reading it
             # whole to hash it would read the input twice)
-            out.append({"path": path, "size": fs.size(path), "mtime_ns": fs.mtime_ns(path)})
+            # named without credentials: the identity is recorded in the work directory
+            out.append({"path": fs.public_url(path), "size": fs.size(path),
+                        "mtime_ns": fs.mtime_ns(path)})
         elif is_datasets_folder(path):
             out.append(_text_shard(path, datasets_files(path) + ["state.json"], buf))
         elif os.path.isdir(path):

@@ -589,9 +589,14 @@ def write_edited_lines(src: str, locations: np.ndarray, keep: np.ndarray, change
                     raw = bytes(mv[int(starts[line[h]]):int(ends[line[h]])])
                     if raw.startswith(BOM):
                         raw = raw[len(BOM):]
-                    rec = json.loads(raw.decode("utf-8", errors="replace"))
-                    rec[text_field] = text_of(int(sel[h]))
-                    parts.append(json.dumps(rec, ensure_ascii=False).encode("utf-8"))
+                    try:
+                        rec = json.loads(raw.decode("utf-8", errors="replace"))
+                        rec[text_field] = text_of(int(sel[h]))
+                        parts.append(json.dumps(rec, ensure_ascii=False).encode("utf-8"))
+                    except RecursionError:
+                        raise InputError(f"{display_name(src)}:{int(locations[sel[h]])}: "
+                                         f"nested too deeply for its text to be rewritten; "
+                                         f"flatten the record or leave it out") from None
                 else:
                     parts.append(mv[int(starts[line[h]]):int(ends[line[t]])])
                 parts.append(b"\n")
