@@ -68,7 +68,7 @@ def _output(dst_dir: str, rel: str) -> str:
     """``dst_dir/rel`` (its folders made), proven to stay inside ``dst_dir``."""
     out = contained(dst_dir, rel.replace(os.sep, "/"), printable(dst_dir))
     os.makedirs(os.path.dirname(out), exist_ok=True)
-    return contained(dst_dir, rel.replace(os.sep, "/"), printable(dst_dir))
+    return out
 
 
 def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str) -> int:
