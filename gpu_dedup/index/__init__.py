@@ -10,6 +10,17 @@
   equals one run over the indexed corpus followed by the input, restricted
   to the input's documents.
 
+An id names one document across an index and the inputs run against it: an
+input document whose id is an indexed id is refused (exit status 2, naming
+the id, the input line and the index) unless its text is the indexed text
+too; then it is that document, already indexed (a run removes it as a
+duplicate of itself in the index, ``duplicate_of_index`` naming the index,
+and an add does not add it again).
+
+Writers hold the index's lock (:mod:`gpu_dedup.index.lock`) from reading
+the index to listing their part, so adds run one after the other whatever
+their start.
+
 Every step is the engine's own run; the index adds only the band keys it
 stores, computed by the same stage functions.
 """
@@ -24,8 +35,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..config import Config
-from ..errors import ConfigError
-from .store import SIMILARITY_FIELDS, Index, BadIndex
+from ..errors import ConfigError, InputError
+from .lock import writer_lock
+from .store import SIMILARITY_FIELDS, BadIndex, Index, id_keys
 
 __all__ = ["Index", "BadIndex", "SIMILARITY_FIELDS", "add", "build", "check_mode",
            "context_for", "info", "keys_of"]
@@ -72,7 +84,11 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
     first input."""
     from ..engine.runner import Context
     from ..io.sources import read_corpus
-    keys, _ = keys_of(read_corpus(paths, text_field, None, on_bad_record).texts, cfg, backend)
+    corpus = read_corpus(paths, text_field, id_field, on_bad_record)
+    for idx in indexes:
+        check_ids(idx, corpus)
+    keys, _ = keys_of(corpus.texts, cfg, backend)
+    del corpus
     ids, texts, which, report = [], [], [], []
     for k, idx in enumerate(indexes):
         ords, read = idx.lookup(keys)
@@ -100,6 +116,43 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
     return path, ctx, report
 
 
+def same_ids(idx: Index, ids: pa.Array):
+    """The input ids ``ids`` that are indexed ids: ``(rows, table, at)``,
+    row ``rows[i]`` of ``ids`` being row ``at[i]`` of ``table`` (the indexed
+    documents, :meth:`Index.fetch`)."""
+    ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
+    rows, ords, _ = idx.lookup_pairs(id_keys(ids), kind="ids")
+    if not rows.size:
+        return rows, idx.fetch(ords), rows
+    u = np.unique(ords)
+    table = idx.fetch(u)
+    at = np.searchsorted(u, ords)
+    got = table.column("id").combine_chunks().take(pa.array(at)).cast(pa.string())
+    want = ids.take(pa.array(rows)).cast(pa.string())
+    import pyarrow.compute as pc
+    eq = pc.fill_null(pc.equal(got, want), False).to_numpy(zero_copy_only=False)
+    return rows[eq], table, at[eq]
+
+
+def check_ids(idx: Index, corpus) -> None:
+    """Refuse an input document whose id is an indexed id and whose text is
+    not the indexed text (the same id and text: the indexed document)."""
+    rows, table, at = same_ids(idx, corpus.ids)
+    if not rows.size:
+        return
+    import pyarrow.compute as pc
+    theirs = table.column("text").combine_chunks().take(pa.array(at)).cast(pa.large_string())
+    ours = corpus.texts.take(pa.array(rows)).cast(pa.large_string())
+    same = pc.fill_null(pc.equal(theirs, ours), False).to_numpy(zero_copy_only=False)
+    if same.all():
+        return
+    row = int(rows[~same].min())
+    name = corpus.ids[row].as_py()
+    raise InputError(f"{corpus.locate(row)}: id {name!r} is already in the index {idx.path} "
+                     f"with another text; an id names one document across the index and "
+                     f"its inputs: give this one another id")
+
+
 def _staging(near: str) -> str:
     parent = os.path.dirname(os.path.abspath(near))
     os.makedirs(parent, exist_ok=True)
@@ -111,10 +164,12 @@ INGEST_BATCH = 1 << 16
 
 
 def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,
-            inputs: list[str], backend=None) -> dict | None:
+            inputs: list[str], held, backend=None) -> dict | None:
     """Append the kept documents of the finished run in ``out`` (its
     clusters.parquet for the ids, its data/ for the original texts), batch by
-    batch; None when it kept nothing."""
+    batch, except those already indexed under their id (a text without
+    shingles is nobody's duplicate, so the run keeps it); None when it adds
+    nothing. ``held``: the index's writer lock."""
     from ..io.sources import read_shard
     from .windows import window_keys
     cl = pq.read_table(os.path.join(out, "clusters.parquet"), columns=["id", "kept"])
@@ -122,7 +177,9 @@ def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,
     ids = cl.column("id").combine_chunks().filter(pa.array(kept))
     del cl
     from ..io.fs import is_url
-    part = idx.part_writer([p if is_url(p) else os.path.abspath(p) for p in inputs])
+    part = idx.part_writer([p if is_url(p) else os.path.abspath(p) for p in inputs], held)
+    fresh = np.ones(len(ids), bool)
+    fresh[same_ids(idx, ids)[0]] = False
     try:
         done = 0
         for sh in report["inputs"]:
@@ -131,11 +188,17 @@ def _ingest(idx: Index, out: str, report: dict, cfg: Config, text_field: str,
                 t = texts.slice(s, INGEST_BATCH).cast(pa.large_string())
                 if done + len(t) > len(ids):
                     raise BadIndex(f"{out}: more kept records read back than kept ids")
+                mine = ids.slice(done, len(t))
+                new = fresh[done:done + len(t)]
+                done += len(t)
+                if not new.all():
+                    t, mine = t.filter(pa.array(new)), mine.filter(pa.array(new))
+                if not len(t):
+                    continue
                 keys, docs = keys_of(t, cfg, backend)
                 w_keys, w_docs = window_keys(t, cfg, backend)
-                part.add(ids.slice(done, len(t)), pa.array([sh["path"]] * len(t), pa.string()),
+                part.add(mine, pa.array([sh["path"]] * len(t), pa.string()),
                          t, keys, docs, w_keys, w_docs)
-                done += len(t)
         if done != len(ids):
             raise BadIndex(f"{out}: {done:,} kept records read back for {len(ids):,} kept ids")
         return part.commit()
@@ -173,9 +236,17 @@ def _build(inputs, index: str, config: Config | None = None, *, text_field: str 
         # built whole beside its place, then moved there in one rename
         staged = os.path.join(tmp, "index")
         idx = Index.create(staged, cfg)
-        _ingest(idx, out, report, cfg, text_field, [str(x) for x in inputs],
-                run_kw.get("backend"))
-        os.rename(staged, index)
+        with writer_lock(staged) as held:
+            _ingest(idx, out, report, cfg, text_field, [str(x) for x in inputs], held,
+                    run_kw.get("backend"))
+        try:
+            os.rename(staged, index)        # one build of a folder wins; it is never mixed
+        except OSError:
+            if not os.path.exists(index) or (os.path.isdir(index) and not os.listdir(index)):
+                raise
+            raise BadIndex(f"{index}: already exists and is not an empty folder (built "
+                           f"meanwhile); choose a new folder, or add to an index with "
+                           f"`gpu-dedup index add`") from None
         report["index"] = Index(index).info()
         return report
     finally:
@@ -197,20 +268,23 @@ def add(inputs, index: str, *, text_field: str = "text", id_field: str | None = 
 def _add(inputs, index: str, *, text_field: str = "text", id_field: str | None = "id",
          **run_kw) -> dict:
     from .. import pipeline
-    idx = Index(index)
-    cfg = idx.config()
-    tmp = _staging(index)
-    try:
-        out = os.path.join(tmp, "run")
-        report = pipeline.run(inputs, out, cfg, text_field=text_field, id_field=id_field,
-                              html=False, against=[index], **run_kw)
-        part = _ingest(Index(index), out, report, cfg, text_field, [str(x) for x in inputs],
-                       run_kw.get("backend"))
-        report["added"] = 0 if part is None else part["docs"]
-        report["index"] = Index(index).info()
-        return report
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    Index(index)                            # there, and an index
+    with writer_lock(index) as held:
+        # from here to the listing of the part, no other writer changes it
+        idx = Index(index)
+        cfg = idx.config()
+        tmp = _staging(index)
+        try:
+            out = os.path.join(tmp, "run")
+            report = pipeline.run(inputs, out, cfg, text_field=text_field, id_field=id_field,
+                                  html=False, against=[index], **run_kw)
+            part = _ingest(Index(index), out, report, cfg, text_field,
+                           [str(x) for x in inputs], held, run_kw.get("backend"))
+            report["added"] = 0 if part is None else part["docs"]
+            report["index"] = Index(index).info()
+            return report
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def info(index: str) -> dict:

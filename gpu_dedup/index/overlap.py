@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .store import Index
+from .store import BadIndex, Index
 from .windows import QUERY_STRIDE, window_keys
 
 #: Candidates kept per item at most (the most often matched first).
@@ -70,6 +70,7 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     from . import keys_of
     t0 = time.perf_counter()
     idx = Index(index)
+    idx.check_files()                   # a damaged index stops it before anything is read
     cfg = idx.config()
     t = float(cfg.threshold if threshold is None else threshold)
     if not 0.0 < t <= 1.0:
@@ -88,6 +89,9 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     qi, oi = _candidates(np.concatenate([q1, q2]), np.concatenate([o1, o2]), n)
     ords = np.unique(oi)
     found = idx.fetch(ords)
+    if found.num_rows != ords.size:
+        raise BadIndex(f"{idx.path}: {ords.size:,} documents looked up, "
+                       f"{found.num_rows:,} read back; the index is damaged")
     # shingle sets of the items, then of the candidates, over normalized text
     both = pa.concat_arrays([texts, found.column("text").combine_chunks().cast(pa.large_string())])
     norm = normalize_text(both, cfg.normalize)
@@ -97,6 +101,10 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     size = np.diff(so)
     ia = qi.astype(np.int64)
     ib = n + np.searchsorted(ords, oi).astype(np.int64)
+    if ia.size and (ia.min() < 0 or ia.max() >= n or ib.max() >= len(both)
+                    or so.size != len(both) + 1):
+        raise BadIndex(f"{idx.path}: candidates outside the documents read back; the index "
+                       f"is damaged")
     from ..kernels.cpu import jaccard_edges
     jac = jaccard_edges(so, sv, ia, ib) if ia.size else np.zeros(0)
     inter = np.rint(jac * (size[ia] + size[ib]) / (1.0 + jac))
