@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from hostile import guarded, run_cli
+from s3server import s3  # noqa: F401  (the fixture)
 
 from gpu_dedup.index.store import Index
 
@@ -294,3 +295,61 @@ def test_an_empty_text_added_twice_under_one_id_is_indexed_once(tmp_path):
         assert json.loads(p.stdout)["added"] == want
     ids = _all_ids(idx)
     assert len(ids) == len(set(ids)) == 22
+
+
+def test_two_adds_at_once_to_a_remote_index_run_one_after_the_other(racing, s3, tmp_path):
+    """On one machine, writers of a remote index share a lock named after it."""
+    base, x, y, seq = racing
+    env = s3.env()
+    s3.make_bucket("racing")
+    url = "s3://racing/idx"
+    p = run_cli("index", "build", _a1_of(base), "--index", url, "-q", env=env)
+    assert p.returncode == 0, p.stderr
+    e = dict(os.environ, **env)
+    procs = [subprocess.Popen([sys.executable, "-m", "gpu_dedup.cli", "index", "add", f,
+                               "--index", url, "-q"], cwd=ROOT, env=e, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for f in (x, y)]
+    outs = [q.communicate(timeout=300) for q in procs]
+    assert [q.returncode for q in procs] == [0, 0], outs
+    p = run_cli("index", "info", "--index", url, "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["docs"] == 3000 and len(info["parts"]) == 3
+    # the remote index is whole: a query over it checks every file it reads
+    out = str(tmp_path / "out")
+    p = run_cli("run", x, "-o", out, "--against", url, "-q", "--json", env=env)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["documents"]["kept"] == 0
+
+
+def _a1_of(base: str) -> str:
+    return Index(base).parts[0]["inputs"][0]
+
+
+def test_a_remote_index_changed_under_a_writer_stops_it(racing, s3, monkeypatch):
+    from gpu_dedup.index.remote import local_index
+    from gpu_dedup.index.store import BadIndex
+    from gpu_dedup.io import fs
+    base, x, y, seq = racing
+    for k, v in s3.env().items():
+        monkeypatch.setenv(k, v)
+    fs.set_storage_options(None)
+    s3.make_bucket("changed")
+    url = "s3://changed/idx"
+    p = run_cli("index", "build", _a1_of(base), "--index", url, "-q", env=s3.env())
+    assert p.returncode == 0, p.stderr
+    before = fs.listdir(url)
+    meta = fs.read_bytes(f"{url}/index.json")
+    try:
+        with pytest.raises(BadIndex, match="changed while this command ran"):
+            with local_index(url, write=True) as local:
+                os.makedirs(os.path.join(local, "part-000001"))
+                with open(os.path.join(local, "part-000001", "docs.parquet"), "wb") as f:
+                    f.write(b"a part of this writer")
+                with open(os.path.join(local, "index.json"), "ab") as f:
+                    f.write(b" ")
+                fs.write_bytes(f"{url}/index.json", meta + b"\n")     # another writer
+        assert fs.listdir(url) == before                # nothing more uploaded
+        assert fs.read_bytes(f"{url}/index.json") == meta + b"\n"
+    finally:
+        fs.set_storage_options(None)
