@@ -353,3 +353,19 @@ def test_a_remote_index_changed_under_a_writer_stops_it(racing, s3, monkeypatch)
         assert fs.read_bytes(f"{url}/index.json") == meta + b"\n"
     finally:
         fs.set_storage_options(None)
+
+
+def test_a_writer_waits_for_the_lock_a_bounded_time_and_says_so(tmp_path, caplog):
+    from gpu_dedup.index.lock import writer_lock
+    from gpu_dedup.index.store import BadIndex
+    d = str(tmp_path)
+    with writer_lock(d):
+        t0 = time.monotonic()
+        with pytest.raises(BadIndex, match="another command has been writing this index"):
+            with writer_lock(d, wait=0.5):
+                pass
+        assert 0.5 <= time.monotonic() - t0 < 5
+    assert "waiting for it to end" in caplog.text
+    with writer_lock(d, wait=0.0):            # released: taken at once
+        pass
+    assert os.listdir(d) == ["index.lock"] and os.path.getsize(os.path.join(d, "index.lock")) == 0
