@@ -129,7 +129,7 @@ class Backend(Protocol):
             uint64 edges; within each segment, a bucket (equal keys) with
             members ``m0 < m1 < ... < mk`` gives the anchor edges
             ``(m0, mi)`` and the chain edges ``(m(i-1), mi)``. Equal to
-            ``kernels.cpu.segment_bucket_edges``.
+            ``kernels.buckets.segment_bucket_edges``.
         """
         ...
 
@@ -139,7 +139,7 @@ class Backend(Protocol):
         Arguments as for :meth:`segment_bucket_edges`. Returns ``(off,
         members)``: int64 bucket boundaries and member positions, ascending
         inside a bucket, buckets in order of segment then of first member.
-        Equal to ``kernels.cpu.segment_buckets``.
+        Equal to ``kernels.buckets.segment_buckets``.
         """
         ...
 
@@ -214,8 +214,9 @@ class CpuBackend:
     xp = np
 
     def __init__(self):
-        from .kernels import cpu
+        from .kernels import buckets, cpu
         self._k = cpu
+        self._b = buckets
 
     def describe(self) -> dict:
         import numba
@@ -276,25 +277,25 @@ class CpuBackend:
     def bucket_edges(self, keys, active=None):
         if active is None:
             active = np.ones(keys.shape[0], dtype=np.bool_)
-        return self._k.bucket_edges(keys, active)
+        return self._b.bucket_edges(keys, active)
 
     def _segments(self, keys, docs, seg):
         """The arguments of the segment kernels, contiguous and checked."""
         keys = np.ascontiguousarray(keys, dtype=np.uint64).reshape(-1)
         docs = np.ascontiguousarray(docs, dtype=np.int64).reshape(-1)
         seg = np.ascontiguousarray(seg, dtype=np.int64).reshape(-1)
-        self._k.check_segments(keys, docs, seg)
+        self._b.check_segments(keys, docs, seg)
         return keys, docs, seg
 
     def segment_bucket_edges(self, keys, docs, seg):
-        """Candidate edges of several key segments: ``kernels.cpu.segment_bucket_edges``
+        """Candidate edges of several key segments: ``kernels.buckets.segment_bucket_edges``
         (see :meth:`Backend.segment_bucket_edges`)."""
-        return self._k.segment_bucket_edges(*self._segments(keys, docs, seg))
+        return self._b.segment_bucket_edges(*self._segments(keys, docs, seg))
 
     def segment_buckets(self, keys, docs, seg):
-        """Buckets of several key segments: ``kernels.cpu.segment_buckets``
+        """Buckets of several key segments: ``kernels.buckets.segment_buckets``
         (see :meth:`Backend.segment_buckets`)."""
-        return self._k.segment_buckets(*self._segments(keys, docs, seg))
+        return self._b.segment_buckets(*self._segments(keys, docs, seg))
 
     # -- verification -----------------------------------------------------
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):

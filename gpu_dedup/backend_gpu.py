@@ -210,7 +210,7 @@ def _band_edges(xp, k, m, s=None):
 def bucket_edges_sorted(xp, keys, active):
     """Candidate edges of every band of ``keys`` (N x B), packed ``a << 32 | b``,
     sorted and unique, from a stable sort per band. Equal to
-    ``kernels.cpu.bucket_edges``: a bucket's members in input order
+    ``kernels.buckets.bucket_edges``: a bucket's members in input order
     ``m0 < m1 < ...`` give the anchor edges ``(m0, mi)`` and the chain edges
     ``(m(i-1), mi)``."""
     idx = xp.flatnonzero(xp.asarray(active)).astype(xp.int64)
@@ -263,7 +263,7 @@ def _segment_layout(xp, keys, docs, seg):
 def segment_edges_sorted(xp, keys, docs, seg):
     """Candidate edges of several key segments, packed ``a << 32 | b``, sorted
     and unique, from a stable sort by (segment, key) in the array module
-    ``xp``: equal to ``kernels.cpu.segment_bucket_edges``.
+    ``xp``: equal to ``kernels.buckets.segment_bucket_edges``.
 
     Args:
         xp: NumPy or CuPy.
@@ -362,7 +362,7 @@ def exact_representatives_sorted(xp, fp, active):
 def segment_buckets_sorted(xp, keys, docs, seg):
     """The buckets of two or more members of several key segments, from a
     stable sort by (segment, key) in the array module ``xp``: equal to
-    ``kernels.cpu.segment_buckets`` (same arguments, ``(off, members)`` of
+    ``kernels.buckets.segment_buckets`` (same arguments, ``(off, members)`` of
     ``xp``)."""
     seg = np.asarray(seg, dtype=np.int64)
     if seg.shape[0] < 2 or int(seg[-1]) - int(seg[0]) < 2:
@@ -422,12 +422,12 @@ class GpuBackend:
             self.budget = limit if limit is not None else SIMULATED_BUDGET
             self._pool = None
             self._summary = "Numba CUDA simulator (host arrays)"
-        from .kernels import cpu as kcpu, cuda as kc
+        from .kernels import buckets as kbuckets, cuda as kc
         if kc.SIMULATOR != self._simulated:
             raise DeviceError("the GPU backend needs a GPU, or NUMBA_ENABLE_CUDASIM=1 with "
                               "xp=numpy; got one without the other")
         self._k = kc
-        self._k_host = kcpu
+        self._k_host = kbuckets
         self._text = None
         self._peak = 0
         self._base = self._pool.used_bytes() if self._pool is not None else 0
@@ -755,7 +755,7 @@ class GpuBackend:
 
     def segment_bucket_edges(self, keys, docs, seg):
         """Candidate edges of several key segments, packed ``a << 32 | b``,
-        sorted and unique; bit-identical to ``kernels.cpu.segment_bucket_edges``.
+        sorted and unique; bit-identical to ``kernels.buckets.segment_bucket_edges``.
 
         The keys go to the device in groups of whole segments of at most a
         ``BATCH_SHARE`` of the budget (at least one segment each); each group
@@ -800,7 +800,7 @@ class GpuBackend:
 
     def segment_buckets(self, keys, docs, seg):
         """The buckets of two or more members of several key segments,
-        ``(off, members)``; equal to ``kernels.cpu.segment_buckets``. Batched
+        ``(off, members)``; equal to ``kernels.buckets.segment_buckets``. Batched
         as :meth:`segment_bucket_edges`, and merged where it merges."""
         xp = self.xp
 

@@ -1,16 +1,18 @@
 """CUDA kernels: Numba CUDA over device copies of the Arrow string buffers.
 
-The hashes are not written again here. The kernels call the ``@njit``
-functions of :mod:`kernels.hashing` (and, for the general shingling path,
-:func:`kernels.cpu.doc_shingle_hashes` and :func:`kernels.cpu._intersect_sorted`
-themselves); Numba compiles an ``@njit`` function for the device when a
-``@cuda.jit`` kernel calls it. Signatures, band keys, fingerprints and Jaccard
-values are therefore the CPU kernels' values, bit for bit.
+Nothing computed per document, per pair or per band is written again here:
+the kernels call the ``@njit`` functions of :mod:`kernels.text`,
+:mod:`kernels.hashing`, :mod:`kernels.primitives`, :mod:`kernels.substr` and
+:mod:`kernels.greedy`, which the CPU kernels call too; Numba compiles an
+``@njit`` function for the device when a ``@cuda.jit`` kernel calls it.
+Signatures, band keys, fingerprints and Jaccard values are therefore the CPU
+kernels' values, bit for bit. What is the device's own is how the work is
+spread over threads (a block per document for character signatures).
 
 Under Numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``, set before Numba is
 imported) the kernels run as Python, and so do the shared functions: the
 kernels call plain Python functions built from the very code objects of the
-``@njit`` functions (compiled CPU code cannot take the simulator's arrays).
+``@njit`` functions (:mod:`kernels.simulator`).
 
 Signatures (``minhash``) take two paths:
 
@@ -35,12 +37,13 @@ import types as _types
 import warnings
 
 import numpy as np
-from numba import cuda, njit
+from numba import cuda
 
-from . import cpu as _cpu
 from . import greedy as _greedy
 from . import hashing as _hashing
+from . import primitives as _prim
 from . import substr as _substr
+from . import text as _text
 from .simulator import SIMULATOR, shared as _shared
 
 #: Threads per block of the block-per-document kernels, and shingle slots
@@ -54,11 +57,7 @@ FLAT = 256
 #: (``pos_a``, ``pos_b``: int64; ``scratch``: uint8; hashes: uint64).
 GENERAL_BYTES_PER_BYTE = 25
 
-_U0 = np.uint64(0)
-_U1 = np.uint64(1)
 _ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
-_S32 = np.uint64(32)
-_M32 = np.uint64(0xFFFFFFFF)
 _SEED0 = np.uint64(0)
 _SEED1 = np.uint64(1)
 
@@ -66,16 +65,19 @@ _SEED1 = np.uint64(1)
 # -- the shared functions, as the kernels see them -----------------------------
 
 _xxh64 = _shared(_hashing.xxh64)
-_utf8_decode = _shared(_hashing.utf8_decode)
-_is_space = _shared(_hashing.is_space)
+_utf8_decode = _shared(_text.utf8_decode)
+_has_shingle = _shared(_text.has_shingle)
+_codepoint_count = _shared(_text.codepoint_count)
+_ascii_normalize_doc = _shared(_text.ascii_normalize_doc)
 _permute = _shared(_hashing.permute)
-_band_key_start = _shared(_hashing.band_key_start)
-_band_key_step = _shared(_hashing.band_key_step)
-_doc_shingle_hashes = _shared(_cpu.doc_shingle_hashes)
-_intersect_sorted = _shared(_cpu._intersect_sorted)
 _oph_row = _shared(_hashing.oph_row)
+_doc_shingle_hashes = _shared(_prim.doc_shingle_hashes)
+_fold_minima = _shared(_prim.fold_minima)
+_fold_minima_top32 = _shared(_prim.fold_minima_top32)
+_band_key = _shared(_prim.band_key)
+_agreement = _shared(_prim.agreement)
+_jaccard_runs = _shared(_prim.jaccard_runs)
 _roll_start = _shared(_substr.roll_start)
-_ascii_normalize_doc = _shared(_hashing.ascii_normalize_doc)
 _window_one = _shared(_greedy.window_one)
 _decide_one = _shared(_greedy.decide_one)
 _missing_one = _shared(_greedy.missing_one)
@@ -146,139 +148,19 @@ def _slot_hash(data, p, end, n, first, ascii):
     return first, 0
 
 
-@njit(inline="always")
-def _top32(alo, ahi, b, xlo, xhi):
-    """Top 32 bits of ``permute(a, x, b)`` from the 32-bit halves of ``a``
-    and ``x``: ``hi32(alo * xlo + b) + alo * xhi + ahi * xlo (mod 2**32)``.
-    Only the low 32 bits of the last two products are used, so the device
-    code multiplies them in 32 bits."""
-    t = np.uint32((np.uint64(alo) * np.uint64(xlo) + b) >> _S32)
-    t = np.uint32(t + alo * xhi)
-    return np.uint32(t + ahi * xlo)
-
-
-_top32_dev = _shared(_top32)
-
-
-@cuda.jit(device=True)
-def _minima32(sh, length, a, b, out, t):
-    """Fold ``sh[:length]`` into row ``t`` of a 32-bit signature matrix, on
-    the top 32 bits of each permuted hash. In each group of ``4 * THREADS``
-    permutations, thread ``tid`` owns ``g + tid + j * THREADS`` (``j < 4``)
-    and takes the shingles two at a time: eight independent minima per step
-    for one shared-memory read of two hashes. ``a`` is split into 32-bit
-    halves once per group and each shingle once per step, so that a value
-    costs one 32x32->64-bit multiply-add (with ``b`` as the addend, of which
-    only the high word is kept) and two 32-bit multiply-adds (:func:`_top32`)."""
-    tid = cuda.threadIdx.x
-    K = a.shape[0]
-    for g in range(0, K, 4 * THREADS):
-        k0 = g + tid
-        if k0 + 3 * THREADS < K:
-            k1 = k0 + THREADS
-            k2 = k1 + THREADS
-            k3 = k2 + THREADS
-            a0, a1, a2, a3 = a[k0], a[k1], a[k2], a[k3]
-            l0 = np.uint32(a0 & _M32)
-            l1 = np.uint32(a1 & _M32)
-            l2 = np.uint32(a2 & _M32)
-            l3 = np.uint32(a3 & _M32)
-            h0 = np.uint32(a0 >> _S32)
-            h1 = np.uint32(a1 >> _S32)
-            h2 = np.uint32(a2 >> _S32)
-            h3 = np.uint32(a3 >> _S32)
-            b0, b1, b2, b3 = b[k0], b[k1], b[k2], b[k3]
-            m0 = np.uint32(out[t, k0])
-            m1 = np.uint32(out[t, k1])
-            m2 = np.uint32(out[t, k2])
-            m3 = np.uint32(out[t, k3])
-            s = 0
-            while s + 1 < length:
-                x = sh[s]
-                y = sh[s + 1]
-                xl = np.uint32(x & _M32)
-                xh = np.uint32(x >> _S32)
-                yl = np.uint32(y & _M32)
-                yh = np.uint32(y >> _S32)
-                m0 = min(m0, _top32_dev(l0, h0, b0, xl, xh), _top32_dev(l0, h0, b0, yl, yh))
-                m1 = min(m1, _top32_dev(l1, h1, b1, xl, xh), _top32_dev(l1, h1, b1, yl, yh))
-                m2 = min(m2, _top32_dev(l2, h2, b2, xl, xh), _top32_dev(l2, h2, b2, yl, yh))
-                m3 = min(m3, _top32_dev(l3, h3, b3, xl, xh), _top32_dev(l3, h3, b3, yl, yh))
-                s += 2
-            if s < length:
-                x = sh[s]
-                xl = np.uint32(x & _M32)
-                xh = np.uint32(x >> _S32)
-                m0 = min(m0, _top32_dev(l0, h0, b0, xl, xh))
-                m1 = min(m1, _top32_dev(l1, h1, b1, xl, xh))
-                m2 = min(m2, _top32_dev(l2, h2, b2, xl, xh))
-                m3 = min(m3, _top32_dev(l3, h3, b3, xl, xh))
-            out[t, k0] = m0
-            out[t, k1] = m1
-            out[t, k2] = m2
-            out[t, k3] = m3
-        else:                       # the last, partial group: one permutation at a time
-            for k in range(k0, K, THREADS):
-                ak = a[k]
-                bk = b[k]
-                m = np.uint32(out[t, k])
-                for s in range(length):
-                    m = min(m, np.uint32(_permute(ak, sh[s], bk) >> _S32))
-                out[t, k] = m
-
-
-@cuda.jit(device=True)
-def _minima64(sh, length, a, b, out, t):
-    """As :func:`_minima32`, for 64-bit signatures."""
-    tid = cuda.threadIdx.x
-    K = a.shape[0]
-    for g in range(0, K, 4 * THREADS):
-        k0 = g + tid
-        if k0 + 3 * THREADS < K:
-            k1 = k0 + THREADS
-            k2 = k1 + THREADS
-            k3 = k2 + THREADS
-            a0, a1, a2, a3 = a[k0], a[k1], a[k2], a[k3]
-            b0, b1, b2, b3 = b[k0], b[k1], b[k2], b[k3]
-            m0 = np.uint64(out[t, k0])
-            m1 = np.uint64(out[t, k1])
-            m2 = np.uint64(out[t, k2])
-            m3 = np.uint64(out[t, k3])
-            s = 0
-            while s + 1 < length:
-                x = sh[s]
-                y = sh[s + 1]
-                m0 = min(min(m0, _permute(a0, x, b0)), _permute(a0, y, b0))
-                m1 = min(min(m1, _permute(a1, x, b1)), _permute(a1, y, b1))
-                m2 = min(min(m2, _permute(a2, x, b2)), _permute(a2, y, b2))
-                m3 = min(min(m3, _permute(a3, x, b3)), _permute(a3, y, b3))
-                s += 2
-            if s < length:
-                x = sh[s]
-                m0 = min(m0, _permute(a0, x, b0))
-                m1 = min(m1, _permute(a1, x, b1))
-                m2 = min(m2, _permute(a2, x, b2))
-                m3 = min(m3, _permute(a3, x, b3))
-            out[t, k0] = m0
-            out[t, k1] = m1
-            out[t, k2] = m2
-            out[t, k3] = m3
-        else:
-            for k in range(k0, K, THREADS):
-                ak = a[k]
-                bk = b[k]
-                m = np.uint64(out[t, k])
-                for s in range(length):
-                    m = min(m, _permute(ak, sh[s], bk))
-                out[t, k] = m
-
-
 @cuda.jit(device=True)
 def _minima(sh, length, a, b, out, t, shift):
+    """Fold ``sh[:length]`` into row ``t`` of the signature matrix ``out``,
+    a share of its permutations per thread of the block: thread ``tid`` takes
+    ``g + tid + j * THREADS`` (``j < 4``) in each group ``g`` of ``4 *
+    THREADS``, for eight independent minima per shared-memory read of two
+    hashes. The fold is the CPU's (``kernels.primitives.fold_minima``); only
+    32-bit signatures take ``fold_minima_top32``, which multiplies in 32-bit
+    halves (a 64-bit multiply costs a GPU several) and gives the same values."""
     if shift == 32:
-        _minima32(sh, length, a, b, out, t)
+        _fold_minima_top32(sh, length, a, b, out[t], cuda.threadIdx.x, THREADS)
     else:
-        _minima64(sh, length, a, b, out, t)
+        _fold_minima(sh, length, a, b, out[t], cuda.threadIdx.x, THREADS)
 
 
 # -- kernels --------------------------------------------------------------------
@@ -419,20 +301,7 @@ def _char_slots_kernel(offsets, data, docs, n, slot_off, slots, irregular):
 def _has_shingles_kernel(offsets, data, word_mode, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
-        start = offsets[i]
-        end = offsets[i + 1]
-        r = 0
-        if not word_mode:
-            if end > start:
-                r = 1
-        else:
-            p = start
-            while p < end:
-                c, p = _utf8_decode(data, p, end)
-                if not _is_space(c):
-                    r = 1
-                    break
-        out[i] = r
+        out[i] = 1 if _has_shingle(data, offsets[i], offsets[i + 1], word_mode) else 0
 
 
 @cuda.jit(cache=True)
@@ -488,11 +357,7 @@ def _substr_windows_kernel(uh, unit_off, woff, L, h, start):
 def _codepoint_lengths_kernel(offsets, data, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
-        c = 0
-        for p in range(offsets[i], offsets[i + 1]):
-            if (data[p] & 0xC0) != 0x80:
-                c += 1
-        out[i] = c
+        out[i] = _codepoint_count(data, offsets[i], offsets[i + 1])
 
 
 @cuda.jit(cache=True)
@@ -501,38 +366,23 @@ def _band_keys_kernel(sig, bands, rows, out):
     if g < sig.shape[0] * bands:
         i = g // bands
         j = g - i * bands
-        key = _band_key_start(j)
-        base = j * rows
-        for r in range(rows):
-            key = _band_key_step(key, sig[i, base + r])
-        out[i, j] = key
+        out[i, j] = _band_key(sig, i, j, rows)
 
 
 @cuda.jit(cache=True)
 def _agreement_kernel(sig, ea, eb, out):
     e = cuda.grid(1)
     if e < ea.shape[0]:
-        K = sig.shape[1]
-        x = ea[e]
-        y = eb[e]
-        c = 0
-        for k in range(K):
-            if sig[x, k] == sig[y, k]:
-                c += 1
-        out[e] = c / K
+        out[e] = _agreement(sig, ea[e], eb[e])
 
 
 @cuda.jit(cache=True)
 def _jaccard_kernel(set_off, values, ia, ib, out):
     e = cuda.grid(1)
     if e < ia.shape[0]:
-        a0 = set_off[ia[e]]
-        a1 = set_off[ia[e] + 1]
-        b0 = set_off[ib[e]]
-        b1 = set_off[ib[e] + 1]
-        inter = _intersect_sorted(values, a0, a1, b0, b1)
-        union = (a1 - a0) + (b1 - b0) - inter
-        out[e] = inter / union if union > 0 else 0.0
+        j, exact = _jaccard_runs(values, set_off[ia[e]], set_off[ia[e] + 1], set_off[ib[e]],
+                                 set_off[ib[e] + 1], 0)
+        out[e] = j
 
 
 # -- greedy selection in rounds (the steps of kernels/greedy.py) -----------------

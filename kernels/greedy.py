@@ -1,6 +1,11 @@
-"""Greedy selection in rounds: the step of one document and the step of one
-bucket, shared by the CPU (the ``prange`` loops below) and the GPU (the
-kernels of :mod:`kernels.cuda`, which call these very functions).
+"""The kernels of greedy selection (``gpu_dedup.stages.select``).
+
+Two ways to the same decisions: the sequential passes of the CPU
+(:func:`greedy_pass`, over a table of scores, :func:`table_insert`, and the
+windows of :func:`window_pairs`), and the rounds, whose step of one document
+and step of one bucket are shared by the CPU (the ``prange`` loops below) and
+the GPU (the kernels of :mod:`kernels.cuda`, which call these very
+functions).
 
 The rule is the sequential one of :mod:`gpu_dedup.stages.select`: in rank
 order, a document is removed when it is similar to one of the first
@@ -30,29 +35,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-U64 = np.uint64
+from .hashing import U64, fmix64
+from .primitives import find_sorted, smaller, sorted_unique
+
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
-
-
-@njit(cache=True, inline="always")
-def _smaller(a, b):
-    """``min(a, b)``: the builtin does not compile for the CUDA target."""
-    return a if a < b else b
-
-
-@njit(cache=True)
-def find_sorted(keys, lo, hi, k):
-    """Position of ``k`` in the sorted ``keys[lo:hi]``, or -1."""
-    end = hi
-    while lo < hi:
-        mid = (lo + hi) >> 1
-        if keys[mid] < k:
-            lo = mid + 1
-        else:
-            hi = mid
-    if lo < end and keys[lo] == k:
-        return lo
-    return -1
 
 
 @njit(cache=True)
@@ -80,7 +66,7 @@ def scan_candidates(v, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, va
     for e in range(d_off[v], d_off[v + 1]):
         b = d_bkt[e]
         base = b_off[b]
-        kc = _smaller(kcount[b], limit)
+        kc = smaller(kcount[b], limit)
         for j in range(kc):
             u = klist[base + j]
             if u >= v:
@@ -191,7 +177,7 @@ def window_one(e, ent_v, d_bkt, d_pos, b_off, members, width, woff, out):
     v = ent_v[e]
     b0 = b_off[d_bkt[e]]
     o = woff[e]
-    for j in range(_smaller(d_pos[e], width)):
+    for j in range(smaller(d_pos[e], width)):
         out[o + j] = (U64(v) << U64(32)) | U64(members[b0 + j])
 
 
@@ -202,7 +188,7 @@ def is_candidate(u, v, d_off, d_bkt, b_off, klist, kcount, limit):
     for e in range(d_off[v], d_off[v + 1]):
         b = d_bkt[e]
         base = b_off[b]
-        for j in range(_smaller(kcount[b], limit)):
+        for j in range(smaller(kcount[b], limit)):
             w = klist[base + j]
             if w == u:
                 return u < v
@@ -257,3 +243,184 @@ def candidate_mask(u, v, d_off, d_bkt, b_off, klist, kcount, limit):
     for i in prange(u.shape[0]):
         out[i] = is_candidate(u[i], v[i], d_off, d_bkt, b_off, klist, kcount, limit)
     return out
+
+
+# -- the sequential passes (CPU) ------------------------------------------------
+
+@njit(cache=True)
+def _slot_of(keys, k):
+    mask = U64(keys.shape[0] - 1)
+    slot = np.int64(fmix64(k) & mask)
+    while keys[slot] != k and keys[slot] != 0:
+        slot = (slot + 1) & np.int64(keys.shape[0] - 1)
+    return slot
+
+
+@njit(cache=True)
+def table_insert(keys, vals, q, v):
+    """Insert keys ``q`` with values ``v`` (keys already present keep theirs);
+    returns how many were new. The table must have room."""
+    new = 0
+    for i in range(q.shape[0]):
+        slot = _slot_of(keys, q[i])
+        if keys[slot] == 0:
+            keys[slot] = q[i]
+            vals[slot] = v[i]
+            new += 1
+    return new
+
+
+@njit(parallel=True, cache=True)
+def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
+    """For every rank ``v``: the distinct members among the first
+    ``min(pos, width)`` of each of its buckets, where ``pos`` is its own
+    place there (``d_pos``, aligned with ``d_bkt``): the documents it is
+    compared with when nothing before it was removed. Returns the CSR
+    ``(off, u)`` over ranks, ``u`` ascending within a rank."""
+    n = d_off.shape[0] - 1
+    cap = np.zeros(n + 1, np.int64)
+    for v in prange(n):
+        c = 0
+        for e in range(d_off[v], d_off[v + 1]):
+            c += min(d_pos[e], width)
+        cap[v + 1] = c
+    cap = np.cumsum(cap)
+    tmp = np.empty(cap[n], np.int64)
+    cnt = np.zeros(n + 1, np.int64)
+    for v in prange(n):
+        m = cap[v]
+        for e in range(d_off[v], d_off[v + 1]):
+            b0 = b_off[d_bkt[e]]
+            for j in range(min(d_pos[e], width)):
+                tmp[m] = members[b0 + j]
+                m += 1
+        seg = tmp[cap[v]:m]
+        cnt[v + 1] = sorted_unique(seg, m - cap[v])
+    off = np.cumsum(cnt)
+    u = np.empty(off[n], np.int64)
+    for v in prange(n):
+        for j in range(off[v + 1] - off[v]):
+            u[off[v] + j] = tmp[cap[v] + j]
+    return off, u
+
+
+@njit(cache=True, inline="always")
+def _window_find(p_off, p_u, v, u):
+    """Position of ``u`` in rank ``v``'s window list, or -1."""
+    return find_sorted(p_u, p_off[v], p_off[v + 1], u)
+
+
+@njit(cache=True)
+def greedy_pass(todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, bstamp,
+                stamp, p_off, p_u, p_s, t_keys, t_vals, threshold, accept_all, limit, dup,
+                sim, miss, blocked):
+    """One pass of the sequential greedy rule over the undecided ranks ``todo``
+    (ascending), with the scores known so far: ``p_s`` of each rank's window
+    (``p_off``, ``p_u``: :func:`window_pairs`) and the table ``(t_keys,
+    t_vals)`` of the others.
+
+    A rank is decided when every bucket of it (``d_bkt[d_off[v]:d_off[v+1]]``)
+    is free of ranks blocked in this pass and its score against each of the
+    first ``limit`` kept members of each of them is known: removed
+    (``state`` 2, ``dup``, ``sim``: the most similar, ties to the lower rank)
+    when one of those scores is similar, else kept (``state`` 1, appended to
+    the bucket's kept list ``klist[b_off[b]:][:kcount[b]]``). Otherwise it is
+    blocked: listed in ``blocked`` and in its buckets' blocked lists
+    (``blist``, ``bcount``, valid where ``bstamp == stamp``), and its unknown
+    scores against the first ``limit`` kept and the first ``limit`` blocked
+    members of each bucket are requested in ``miss`` (packed pairs, distinct,
+    none in the table). A blocked rank holds back the buckets that have
+    fewer than ``limit`` kept members; a decision is final, since the first
+    ``limit`` kept members of its buckets are. When ``miss`` might overflow,
+    the rest of ``todo`` is blocked as it is. The kept lists are in rank order
+    up to their first ``limit`` entries (the only ones read).
+
+    Returns ``(requested, n_blocked)``.
+    """
+    most = 1
+    for i in range(todo.shape[0]):
+        v = todo[i]
+        c = d_off[v + 1] - d_off[v]
+        if c > most:
+            most = c
+    part = np.empty(2 * limit * most, np.int64)
+    n_miss = 0
+    n_blk = 0
+    for i in range(todo.shape[0]):
+        v = todo[i]
+        lo = d_off[v]
+        hi = d_off[v + 1]
+        if n_miss + 2 * limit * (hi - lo) > miss.shape[0]:
+            for j in range(i, todo.shape[0]):
+                blocked[n_blk] = todo[j]
+                n_blk += 1
+            break
+        held = False
+        m = 0
+        for e in range(lo, hi):
+            b = d_bkt[e]
+            if bstamp[b] == stamp:
+                held = True
+            for j in range(min(kcount[b], limit)):
+                part[m] = klist[b_off[b] + j]
+                m += 1
+        m = sorted_unique(part, m)
+        best_u = -1
+        best_s = -1.0
+        if not held:
+            for j in range(m):
+                u = part[j]
+                w = _window_find(p_off, p_u, v, u)
+                if w >= 0:
+                    s = p_s[w]
+                else:
+                    key = (U64(u) << U64(32)) | U64(v)
+                    slot = _slot_of(t_keys, key)
+                    if t_keys[slot] != key:
+                        held = True
+                        break
+                    s = t_vals[slot]
+                if (accept_all or s >= threshold) and s > best_s:
+                    best_u = u
+                    best_s = s
+        if held:
+            # ask for the kept and the blocked members before it, then block it
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                if bstamp[b] == stamp:
+                    for j in range(min(bcount[b], limit)):
+                        part[m] = blist[b_off[b] + j]
+                        m += 1
+            m = sorted_unique(part, m)
+            for j in range(m):
+                if _window_find(p_off, p_u, v, part[j]) >= 0:
+                    continue
+                key = (U64(part[j]) << U64(32)) | U64(v)
+                if t_keys[_slot_of(t_keys, key)] != key:
+                    miss[n_miss] = key
+                    n_miss += 1
+            # it holds back a bucket only where it could be one of the first
+            # `limit` kept (later members are compared with no other)
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                if kcount[b] >= limit:
+                    continue
+                if bstamp[b] != stamp:
+                    bstamp[b] = stamp
+                    bcount[b] = 0
+                blist[b_off[b] + bcount[b]] = v
+                bcount[b] += 1
+            blocked[n_blk] = v
+            n_blk += 1
+            continue
+        if best_u >= 0:
+            state[v] = 2
+            dup[v] = best_u
+            sim[v] = best_s
+        else:
+            state[v] = 1
+            for e in range(lo, hi):
+                b = d_bkt[e]
+                klist[b_off[b] + kcount[b]] = v
+                kcount[b] += 1
+    return n_miss, n_blk

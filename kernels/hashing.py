@@ -39,6 +39,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+# defined in kernels.text; importable from here as before
+from .text import STEP_CODES, ascii_normalize_doc  # noqa: F401
+
 U64 = np.uint64
 
 PRIME64_1 = U64(0x9E3779B185EBCA87)
@@ -173,115 +176,6 @@ def band_key_start(band):
 @njit(cache=True, inline="always")
 def band_key_step(key, value):
     return fmix64(key ^ U64(value))
-
-
-@njit(cache=True, inline="always")
-def utf8_decode(buf, p, end):
-    """Decode one code point at ``buf[p]``; return ``(code_point, next_p)``.
-
-    Malformed sequences (never produced by Arrow, which validates UTF-8)
-    decode byte by byte.
-    """
-    c = np.int64(buf[p])
-    if c < 0x80:
-        return c, p + 1
-    if c >= 0xF0 and p + 3 < end:
-        return (((c & 0x07) << 18) | ((np.int64(buf[p + 1]) & 0x3F) << 12)
-                | ((np.int64(buf[p + 2]) & 0x3F) << 6) | (np.int64(buf[p + 3]) & 0x3F)), p + 4
-    if c >= 0xE0 and p + 2 < end:
-        return (((c & 0x0F) << 12) | ((np.int64(buf[p + 1]) & 0x3F) << 6)
-                | (np.int64(buf[p + 2]) & 0x3F)), p + 3
-    if c >= 0xC0 and p + 1 < end:
-        return ((c & 0x1F) << 6) | (np.int64(buf[p + 1]) & 0x3F), p + 2
-    return c, p + 1
-
-
-@njit(cache=True, inline="always")
-def is_space(c):
-    """Python's ``str.isspace`` for one code point (what ``str.split()`` splits on)."""
-    if c <= 0x20:
-        return c == 0x20 or (0x09 <= c <= 0x0D) or (0x1C <= c <= 0x1F)
-    if c < 0x85:
-        return False
-    return (c == 0x85 or c == 0xA0 or c == 0x1680 or (0x2000 <= c <= 0x200A)
-            or c == 0x2028 or c == 0x2029 or c == 0x202F or c == 0x205F or c == 0x3000)
-
-
-#: Codes of the normalization steps :func:`ascii_normalize_doc` applies
-#: (``nfkc`` is the identity on ASCII).
-STEP_CODES = {"nfkc": 0, "lower": 1, "punct": 2, "digits": 3, "ws": 4}
-
-
-@njit(cache=True, inline="always")
-def is_ascii_punct(b):
-    """Whether the ASCII byte ``b`` is Unicode punctuation (general category P):
-    ``!"#%&'()*,-./:;?@[\\]_{}``."""
-    return ((0x21 <= b <= 0x23) or (0x25 <= b <= 0x2A) or (0x2C <= b <= 0x2F)
-            or b == 0x3A or b == 0x3B or b == 0x3F or b == 0x40 or (0x5B <= b <= 0x5D)
-            or b == 0x5F or b == 0x7B or b == 0x7D)
-
-
-@njit(cache=True)
-def ascii_normalize_doc(data, start, end, steps, nsteps, out):
-    """The normalization ``steps`` (codes of :data:`STEP_CODES`, in order) of
-    the document ``data[start:end]``, written to ``out[start:]`` (at most as
-    long as the input); returns its length, or -1 when the document is not
-    ASCII (its steps need Unicode tables: the host does them). On ASCII they
-    equal the Arrow steps of ``gpu_dedup.stages.normalize``: ``lower`` maps
-    A-Z, ``punct`` deletes category P, ``digits`` turns each run of 0-9 into
-    one ``0``, ``ws`` folds each run of whitespace into one space and trims."""
-    for p in range(start, end):
-        if data[p] >= 0x80:
-            return -1
-    n = end - start
-    for r in range(n):
-        out[start + r] = data[start + r]
-    for s in range(nsteps):
-        code = steps[s]
-        w = 0
-        if code == 1:
-            for r in range(n):
-                b = out[start + r]
-                if 0x41 <= b <= 0x5A:
-                    out[start + r] = b + 32
-            w = n
-        elif code == 2:
-            for r in range(n):
-                b = out[start + r]
-                if not is_ascii_punct(b):
-                    out[start + w] = b
-                    w += 1
-        elif code == 3:
-            prev = False
-            for r in range(n):
-                b = out[start + r]
-                d = 0x30 <= b <= 0x39
-                if not d:
-                    out[start + w] = b
-                    w += 1
-                elif not prev:
-                    out[start + w] = 0x30
-                    w += 1
-                prev = d
-        elif code == 4:
-            pending = False
-            seen = False
-            for r in range(n):
-                b = out[start + r]
-                if is_space(b):
-                    pending = seen
-                    continue
-                if pending:
-                    out[start + w] = 32
-                    w += 1
-                    pending = False
-                out[start + w] = b
-                w += 1
-                seen = True
-        else:
-            w = n
-        n = w
-    return n
 
 
 @njit(cache=True, inline="always")

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hashing import U64, is_space, utf8_decode, xxh64
+from .hashing import U64, xxh64
+from .text import next_word, utf8_decode
 
 #: Base of the rolling hash (odd, so multiplication is a bijection mod 2**64).
 BASE = U64(0x100000001B3)
@@ -37,32 +38,23 @@ def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
     count = 0
     p = start
     cp = 0
-    in_tok = False
-    tb = 0
-    tc = 0
-    while p < end:
-        q = p
-        c, p = utf8_decode(data, p, end)
-        if not word_mode:
+    if not word_mode:
+        while p < end:
+            q = p
+            c, p = utf8_decode(data, p, end)
             if o >= 0:
                 _put(out_b0, out_b1, out_c0, out_c1, o + count, q, p, cp, cp + 1)
             count += 1
-        elif is_space(c):
-            if in_tok:
-                if o >= 0:
-                    _put(out_b0, out_b1, out_c0, out_c1, o + count, tb, q, tc, cp)
-                count += 1
-                in_tok = False
-        elif not in_tok:
-            in_tok = True
-            tb = q
-            tc = cp
-        cp += 1
-    if word_mode and in_tok:
+            cp += 1
+        return count
+    while True:
+        s, e, c0, cp = next_word(data, p, end, cp)
+        if s == e:
+            return count
         if o >= 0:
-            _put(out_b0, out_b1, out_c0, out_c1, o + count, tb, end, tc, cp)
+            _put(out_b0, out_b1, out_c0, out_c1, o + count, s, e, c0, cp)
         count += 1
-    return count
+        p = e
 
 
 @njit(parallel=True, cache=True)

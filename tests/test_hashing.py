@@ -7,7 +7,7 @@ import pytest
 import xxhash
 
 from gpu_dedup import reference as ref
-from gpu_dedup.kernels import cpu, hashing
+from gpu_dedup.kernels import cpu, hashing, text
 from gpu_dedup.stages.normalize import text_buffers
 from gpu_dedup.stages.signatures import hash_params
 
@@ -51,7 +51,7 @@ def test_xxh64_random_lengths_and_offsets():
 
 def test_is_space_is_pythons_isspace():
     cps = np.array([c for c in range(0x110000)], dtype=np.int64)
-    got = [bool(hashing.is_space(int(c))) for c in cps[:0x3100]]
+    got = [bool(text.is_space(int(c))) for c in cps[:0x3100]]
     assert got == [chr(c).isspace() for c in range(0x3100)]
     # the rest of the code space has no whitespace in Python either
     assert not any(chr(c).isspace() for c in range(0x3100, 0x110000))

@@ -1,0 +1,368 @@
+"""The per-document and per-pair steps every backend runs, written once.
+
+Each function here is a Numba ``@njit`` function over arrays and integers:
+the CPU loops (:mod:`kernels.cpu`, :mod:`kernels.greedy`) call them inside
+``prange`` loops, and the CUDA kernels (:mod:`kernels.cuda`) call the
+very same functions, which Numba compiles for the device (the simulator runs
+their Python twins, :mod:`kernels.simulator`). What differs between the two
+targets is only how the work is spread: a thread per document or a thread
+block per document on the device, blocks of documents per CPU thread.
+
+Text comes as ``data[start:end]`` (UTF-8 bytes, see :mod:`kernels.text`);
+hashes are those of :mod:`kernels.hashing`. The functions that sort with
+NumPy (:func:`sort_inplace`, :func:`sorted_unique`) are for the CPU only.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .hashing import U64, band_key_start, band_key_step, permute, xxh64
+from .text import next_word, utf8_decode
+
+SEED0 = U64(0)
+_S32 = U64(32)
+_M32 = U64(0xFFFFFFFF)
+
+
+@njit(cache=True, inline="always")
+def smaller(a, b):
+    """``min(a, b)``: the builtin does not compile for the CUDA target on
+    every pair of integer types."""
+    return a if a < b else b
+
+
+# -- shingles -------------------------------------------------------------------
+
+@njit(cache=True)
+def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, out):
+    """Write the base hash of every shingle of ``data[start:end]`` into ``out``.
+
+    Returns the number written (shingles are not yet de-duplicated).
+    ``pos_a``, ``pos_b`` and ``scratch`` are work buffers of at least
+    ``end - start + 1`` elements. A character shingle is ``n`` code points
+    (the whole text when it has fewer); a word shingle is ``n`` words
+    (:func:`kernels.text.next_word`; all of them when there are fewer)
+    joined by one space.
+    """
+    if end <= start:
+        return 0
+    if not word_mode:
+        # pos_a: byte offset of each code point start, plus the end
+        m = 0
+        p = start
+        while p < end:
+            pos_a[m] = p
+            m += 1
+            c, p = utf8_decode(data, p, end)
+        pos_a[m] = end
+        if m < n:
+            out[0] = xxh64(data, start, end, SEED0)
+            return 1
+        cnt = m - n + 1
+        for i in range(cnt):
+            out[i] = xxh64(data, pos_a[i], pos_a[i + n], SEED0)
+        return cnt
+    # word mode: pos_a and pos_b, the byte bounds of each word
+    t = 0
+    p = start
+    cp = 0
+    while True:
+        s, e, c0, cp = next_word(data, p, end, cp)
+        if s == e:
+            break
+        pos_a[t] = s
+        pos_b[t] = e
+        t += 1
+        p = e
+    if t == 0:
+        return 0
+    g = n if t >= n else t
+    cnt = t - g + 1
+    for i in range(cnt):
+        # contiguous in place when the tokens are separated by single spaces
+        contiguous = True
+        for j in range(i, i + g - 1):
+            if pos_a[j + 1] != pos_b[j] + 1 or data[pos_b[j]] != 32:
+                contiguous = False
+                break
+        if contiguous:
+            out[i] = xxh64(data, pos_a[i], pos_b[i + g - 1], SEED0)
+        else:
+            L = 0
+            for j in range(i, i + g):
+                if j > i:
+                    scratch[L] = 32
+                    L += 1
+                for q in range(pos_a[j], pos_b[j]):
+                    scratch[L] = data[q]
+                    L += 1
+            out[i] = xxh64(scratch, 0, L, SEED0)
+    return cnt
+
+
+# -- signatures -----------------------------------------------------------------
+
+@njit(cache=True, inline="always")
+def fold_minima(hashes, cnt, a, b, row, first, stride):
+    """Fold the base hashes ``hashes[:cnt]`` into ``row``:
+    ``row[k] = min(row[k], min_s permute(a[k], hashes[s], b[k]))`` for the
+    permutations ``k = first, first + stride, ...`` of ``a``.
+
+    In each group of ``4 * stride`` permutations the four ``first + j *
+    stride`` (``j < 4``) are folded together, two shingles at a time: eight
+    independent minima in registers, which is faster than vectorising over
+    ``k``; the last, partial group one permutation at a time. The CPU folds
+    a whole row (``first=0``, ``stride=1``); a thread of a CUDA block its share
+    (its index, the block's size). The minima are 64-bit whatever ``row``.
+    """
+    K = a.shape[0]
+    for g in range(0, K, 4 * stride):
+        k0 = g + first
+        if k0 + 3 * stride < K:
+            k1 = k0 + stride
+            k2 = k1 + stride
+            k3 = k2 + stride
+            a0 = a[k0]
+            a1 = a[k1]
+            a2 = a[k2]
+            a3 = a[k3]
+            b0 = b[k0]
+            b1 = b[k1]
+            b2 = b[k2]
+            b3 = b[k3]
+            m0 = U64(row[k0])
+            m1 = U64(row[k1])
+            m2 = U64(row[k2])
+            m3 = U64(row[k3])
+            n0 = m0
+            n1 = m1
+            n2 = m2
+            n3 = m3
+            s = 0
+            while s + 1 < cnt:
+                x = hashes[s]
+                y = hashes[s + 1]
+                m0 = min(m0, permute(a0, x, b0))
+                m1 = min(m1, permute(a1, x, b1))
+                m2 = min(m2, permute(a2, x, b2))
+                m3 = min(m3, permute(a3, x, b3))
+                n0 = min(n0, permute(a0, y, b0))
+                n1 = min(n1, permute(a1, y, b1))
+                n2 = min(n2, permute(a2, y, b2))
+                n3 = min(n3, permute(a3, y, b3))
+                s += 2
+            if s < cnt:
+                x = hashes[s]
+                m0 = min(m0, permute(a0, x, b0))
+                m1 = min(m1, permute(a1, x, b1))
+                m2 = min(m2, permute(a2, x, b2))
+                m3 = min(m3, permute(a3, x, b3))
+            row[k0] = min(m0, n0)
+            row[k1] = min(m1, n1)
+            row[k2] = min(m2, n2)
+            row[k3] = min(m3, n3)
+        else:
+            for k in range(k0, K, stride):
+                ak = a[k]
+                bk = b[k]
+                m = U64(row[k])
+                for s in range(cnt):
+                    m = min(m, permute(ak, hashes[s], bk))
+                row[k] = m
+
+
+@njit(cache=True, inline="always")
+def top32(alo, ahi, b, xlo, xhi):
+    """Top 32 bits of ``permute(a, x, b)`` from the 32-bit halves of ``a``
+    and ``x``: ``hi32(alo * xlo + b) + alo * xhi + ahi * xlo (mod 2**32)``.
+    Only the low 32 bits of the last two products are used, so the device
+    code multiplies them in 32 bits."""
+    t = np.uint32((np.uint64(alo) * np.uint64(xlo) + b) >> _S32)
+    t = np.uint32(t + alo * xhi)
+    return np.uint32(t + ahi * xlo)
+
+
+@njit(cache=True, inline="always")
+def fold_minima_top32(hashes, cnt, a, b, row, first, stride):
+    """As :func:`fold_minima` for a 32-bit signature row, on the top 32 bits
+    of each permuted hash (``min(h >> 32) == min(h) >> 32``), each from
+    :func:`top32`.
+
+    A GPU multiplies 64-bit integers in several 32-bit steps; here a value
+    costs one 32x32->64-bit multiply-add (with ``b`` as the addend, of which
+    only the high word is kept) and two 32-bit multiply-adds, ``a`` being
+    split into halves once per group and each shingle once per step. The
+    CUDA kernels take 32-bit signatures this way; the CPU, whose 64-bit
+    multiply is one instruction, takes :func:`fold_minima` and shifts: the
+    values are equal.
+    """
+    K = a.shape[0]
+    for g in range(0, K, 4 * stride):
+        k0 = g + first
+        if k0 + 3 * stride < K:
+            k1 = k0 + stride
+            k2 = k1 + stride
+            k3 = k2 + stride
+            a0 = a[k0]
+            a1 = a[k1]
+            a2 = a[k2]
+            a3 = a[k3]
+            l0 = np.uint32(a0 & _M32)
+            l1 = np.uint32(a1 & _M32)
+            l2 = np.uint32(a2 & _M32)
+            l3 = np.uint32(a3 & _M32)
+            h0 = np.uint32(a0 >> _S32)
+            h1 = np.uint32(a1 >> _S32)
+            h2 = np.uint32(a2 >> _S32)
+            h3 = np.uint32(a3 >> _S32)
+            b0 = b[k0]
+            b1 = b[k1]
+            b2 = b[k2]
+            b3 = b[k3]
+            m0 = np.uint32(row[k0])
+            m1 = np.uint32(row[k1])
+            m2 = np.uint32(row[k2])
+            m3 = np.uint32(row[k3])
+            s = 0
+            while s + 1 < cnt:
+                x = hashes[s]
+                y = hashes[s + 1]
+                xl = np.uint32(x & _M32)
+                xh = np.uint32(x >> _S32)
+                yl = np.uint32(y & _M32)
+                yh = np.uint32(y >> _S32)
+                m0 = min(m0, top32(l0, h0, b0, xl, xh), top32(l0, h0, b0, yl, yh))
+                m1 = min(m1, top32(l1, h1, b1, xl, xh), top32(l1, h1, b1, yl, yh))
+                m2 = min(m2, top32(l2, h2, b2, xl, xh), top32(l2, h2, b2, yl, yh))
+                m3 = min(m3, top32(l3, h3, b3, xl, xh), top32(l3, h3, b3, yl, yh))
+                s += 2
+            if s < cnt:
+                x = hashes[s]
+                xl = np.uint32(x & _M32)
+                xh = np.uint32(x >> _S32)
+                m0 = min(m0, top32(l0, h0, b0, xl, xh))
+                m1 = min(m1, top32(l1, h1, b1, xl, xh))
+                m2 = min(m2, top32(l2, h2, b2, xl, xh))
+                m3 = min(m3, top32(l3, h3, b3, xl, xh))
+            row[k0] = m0
+            row[k1] = m1
+            row[k2] = m2
+            row[k3] = m3
+        else:
+            for k in range(k0, K, stride):
+                ak = a[k]
+                bk = b[k]
+                m = np.uint32(row[k])
+                for s in range(cnt):
+                    m = min(m, np.uint32(permute(ak, hashes[s], bk) >> _S32))
+                row[k] = m
+
+
+@njit(cache=True, inline="always")
+def band_key(sig, i, j, rows):
+    """The 64-bit key of band ``j`` of signature ``i``: its rows
+    ``j * rows .. (j + 1) * rows - 1`` (see :mod:`kernels.hashing`)."""
+    key = band_key_start(j)
+    base = j * rows
+    for r in range(rows):
+        key = band_key_step(key, sig[i, base + r])
+    return key
+
+
+@njit(cache=True, inline="always")
+def agreement(sig, x, y):
+    """The share of equal values in signatures ``x`` and ``y`` (the MinHash
+    estimate of their Jaccard)."""
+    K = sig.shape[1]
+    c = 0
+    for k in range(K):
+        if sig[x, k] == sig[y, k]:
+            c += 1
+    return c / K
+
+
+# -- sorted runs ----------------------------------------------------------------
+
+@njit(cache=True)
+def find_sorted(keys, lo, hi, k):
+    """Position of ``k`` in the sorted ``keys[lo:hi]``, or -1."""
+    end = hi
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < k:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < end and keys[lo] == k:
+        return lo
+    return -1
+
+
+@njit(cache=True, inline="always")
+def intersect_at_least(values, a0, a1, b0, b1, need):
+    """The size of the intersection of the sorted runs ``values[a0:a1]`` and
+    ``values[b0:b1]``, or a smaller number as soon as it cannot reach
+    ``need``."""
+    c = 0
+    while a0 < a1 and b0 < b1:
+        if c + min(a1 - a0, b1 - b0) < need:
+            return c
+        x = values[a0]
+        y = values[b0]
+        if x == y:
+            c += 1
+            a0 += 1
+            b0 += 1
+        elif x < y:
+            a0 += 1
+        else:
+            b0 += 1
+    return c
+
+
+@njit(cache=True, inline="always")
+def intersect_sorted(values, a0, a1, b0, b1):
+    """The size of the intersection of two sorted runs of ``values``."""
+    return intersect_at_least(values, a0, a1, b0, b1, 0)
+
+
+@njit(cache=True, inline="always")
+def jaccard_runs(values, a0, a1, b0, b1, need):
+    """``(jaccard, exact)`` of the sorted runs ``values[a0:a1]`` and
+    ``values[b0:b1]``: exact when their intersection reaches ``need``; else
+    the count stopped as soon as it could not (:func:`intersect_at_least`),
+    and the value is below the true one. ``need=0``: always exact."""
+    inter = intersect_at_least(values, a0, a1, b0, b1, need)
+    union = (a1 - a0) + (b1 - b0) - inter
+    j = inter / union if union > 0 else 0.0
+    return j, inter >= need
+
+
+@njit(cache=True)
+def sort_inplace(x, n):
+    """Sort ``x[:n]`` in place: insertion sort for short runs, else NumPy's
+    (CPU only)."""
+    if n > 48:
+        x[:n].sort()
+        return
+    for i in range(1, n):
+        v = x[i]
+        j = i - 1
+        while j >= 0 and x[j] > v:
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
+
+
+@njit(cache=True)
+def sorted_unique(x, m):
+    """Sort ``x[:m]`` in place and drop repeats; returns the new length
+    (CPU only)."""
+    sort_inplace(x, m)
+    k = 0
+    for i in range(m):
+        if k == 0 or x[i] != x[k - 1]:
+            x[k] = x[i]
+            k += 1
+    return k
