@@ -10,19 +10,21 @@ S-curve on either side of the threshold. The recommended split is
 Example:
     >>> t = tune_table(0.8, 128)
     >>> (t.recommended.bands, t.recommended.rows)
-    (16, 8)
+    (18, 7)
     >>> [(r.bands, r.rows) for r in t.rows][:4]
     [(64, 2), (32, 4), (16, 8), (8, 16)]
 """
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
 from .errors import ConfigError, DedupError
-from .params import (DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, BandChoice, choose_bands_rows,
-                     collision_probability, evaluate)
+from .params import (DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, BandChoice, check_num_perm,
+                     choose_bands_rows, collision_probability, evaluate)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ def tune_table(threshold: float, num_perm: int, fp_weight: float = DEFAULT_FP_WE
         raise ConfigError(f"--threshold must be in (0, 1], got {threshold}")
     if num_perm < 2:
         raise ConfigError(f"--num-perm must be at least 2, got {num_perm}")
+    check_num_perm(num_perm)
     if fp_weight < 0 or fn_weight < 0 or fp_weight + fn_weight <= 0:
         raise ConfigError("--fp-weight and --fn-weight must be non-negative, not both zero")
     rec = choose_bands_rows(threshold, num_perm, fp_weight, fn_weight)
@@ -102,36 +105,82 @@ def to_dict(t: TuneTable) -> dict:
             "rows": [row(c) for c in t.rows], "recommended": row(t.recommended)}
 
 
-def plot(t: TuneTable, path: str) -> None:
+def plot(t: TuneTable, path: str, overwrite: bool = False) -> None:
     """The S-curves of the table as a PNG, the recommended one bold, the
-    threshold marked. Needs matplotlib."""
+    threshold marked. Needs matplotlib.
+
+    An existing ``path`` is refused unless ``overwrite``. The image is drawn
+    into a temporary file beside ``path`` and renamed over it when complete,
+    so ``path`` is never left half written; without ``overwrite`` the rename
+    never replaces a file that appeared meanwhile.
+    """
+    if os.path.isdir(path):
+        raise DedupError(f"{path}: is a folder; give --plot a file name")
+    if os.path.lexists(path) and not overwrite:
+        raise DedupError(f"{path}: already exists; pass --overwrite to replace it, or choose "
+                         f"another --plot file")
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise DedupError("tune --plot needs matplotlib: pip install matplotlib") from exc
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".gpu-dedup-plot-", suffix=".png", dir=folder)
+        os.close(fd)
+    except OSError as exc:
+        raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
+    fig = None
+    try:
+        fig = _figure(t, plt)
+        fig.savefig(tmp, format="png")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        _publish(tmp, path, overwrite)
+    except OSError as exc:
+        raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
+    finally:
+        if fig is not None:
+            plt.close(fig)
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def _publish(tmp: str, path: str, overwrite: bool) -> None:
+    """Rename ``tmp`` to ``path``; without ``overwrite``, never over a file."""
+    if overwrite:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)                 # fails if path exists, whatever happened since
+    except FileExistsError:
+        raise DedupError(f"{path}: already exists; pass --overwrite to replace it, or choose "
+                         f"another --plot file") from None
+    except OSError:                        # no hard links here: check, then rename
+        if os.path.lexists(path):
+            raise DedupError(f"{path}: already exists; pass --overwrite to replace it") \
+                from None
+        os.replace(tmp, path)
+
+
+def _figure(t: TuneTable, plt):
     s = np.linspace(0.0, 1.0, 401)
     fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
-    try:
-        for c in t.rows:
-            rec = (c.bands, c.rows) == (t.recommended.bands, t.recommended.rows)
-            ax.plot(s, collision_probability(s, c.bands, c.rows),
-                    lw=2.8 if rec else 1.1, alpha=1.0 if rec else 0.75,
-                    label=f"{c.bands} x {c.rows}" + ("  (recommended)" if rec else ""))
-        ax.axvline(t.threshold, color="#c0392b", ls="--", lw=1.4,
-                   label=f"threshold {t.threshold:g}")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(-0.02, 1.02)
-        ax.set_xlabel("Jaccard similarity of a pair")
-        ax.set_ylabel("P(candidate) = 1 - (1 - s^r)^b")
-        ax.set_title(f"S-curves for {t.num_perm} hashes (bands x rows)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right", ncol=2 if len(t.rows) > 8 else 1)
-        fig.tight_layout()
-        try:
-            fig.savefig(path, format="png")
-        except OSError as exc:
-            raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
-    finally:
-        plt.close(fig)
+    for c in t.rows:
+        rec = (c.bands, c.rows) == (t.recommended.bands, t.recommended.rows)
+        ax.plot(s, collision_probability(s, c.bands, c.rows),
+                lw=2.8 if rec else 1.1, alpha=1.0 if rec else 0.75,
+                label=f"{c.bands} x {c.rows}" + ("  (recommended)" if rec else ""))
+    ax.axvline(t.threshold, color="#c0392b", ls="--", lw=1.4,
+               label=f"threshold {t.threshold:g}")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("Jaccard similarity of a pair")
+    ax.set_ylabel("P(candidate) = 1 - (1 - s^r)^b")
+    ax.set_title(f"S-curves for {t.num_perm} hashes (bands x rows)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right", ncol=2 if len(t.rows) > 8 else 1)
+    fig.tight_layout()
+    return fig
