@@ -1,9 +1,14 @@
 """The ``gpu-dedup`` command line: a thin layer over the library.
 
 Owns the commands and their options, the warnings about options that another
-option overrides, and the mapping of library errors to exit statuses: a
-library error becomes one line on stderr and exit status 2 here, and only
-here; ``--debug`` prints the traceback before that line, with the same status.
+option overrides, and the mapping of errors to exit statuses: a library
+error, a usage error and an error of the user's environment (a full disk, a
+denied permission, a closed pipe: :mod:`gpu_dedup.edge`) each become one line
+on stderr and exit status 2 here, and only here; ``--debug`` prints the
+traceback before that line, with the same status. A bug keeps its traceback.
+Everything printed, logged or saved in a report goes through
+:func:`gpu_dedup.edge.clean`: no credential, and names that are not valid
+UTF-8 escaped.
 """
 from __future__ import annotations
 
@@ -11,29 +16,80 @@ import json
 import logging
 import os
 import sys
-import tempfile
 import traceback
 
 import click
 from click.core import ParameterSource
 
 from . import __version__
+from .cli_tools import check_num_perm_option, demo, doctor, tune
+from .edge import (clean_tree, echo, environment_message, install_log_filter,
+                   is_environment_error, one_line, quiet_stdout, remember_secrets,
+                   usage_message)
 from .errors import DedupError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
+def _fail(message: str, debug: bool = False, code: int = 2):
+    """The one ``error:`` line (after the traceback with ``debug``), then exit."""
+    if debug:
+        try:
+            echo(traceback.format_exc(), err=True, nl=False)
+        except OSError:
+            pass
+    try:
+        echo(f"error: {one_line(message)}", err=True)
+    except OSError:                  # stderr gone too: the status still says it
+        pass
+    sys.exit(code)
+
+
+def _json(obj) -> str:
+    """``--json`` output: credentials masked, names printable."""
+    return json.dumps(clean_tree(obj))
+
+
 class _Group(click.Group):
-    """The top-level group: turns a :class:`DedupError` into exit status 2."""
+    """The top-level group: the one place errors become a line and a status."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        args = list(sys.argv[1:] if args is None else args)
+        remember_secrets(args)
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False,
+                                **extra)
+        debug = "--debug" in args[:args.index("--")] if "--" in args else "--debug" in args
+        debug = debug or bool(os.environ.get("GPU_DEDUP_DEBUG"))
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            sys.stdout.flush()
+        except click.ClickException as exc:
+            _fail(usage_message(exc), debug)
+        except click.exceptions.Abort:
+            _fail("interrupted", debug, code=130)
+        except OSError as exc:
+            # a write to stdout that failed after the command (the flush)
+            if not is_environment_error(exc):
+                raise
+            if isinstance(exc, BrokenPipeError):
+                quiet_stdout()
+            _fail(environment_message(exc), debug)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx):
+        debug = bool(ctx.params.get("debug") or os.environ.get("GPU_DEDUP_DEBUG"))
         try:
             return super().invoke(ctx)
         except DedupError as exc:
-            if ctx.params.get("debug") or os.environ.get("GPU_DEDUP_DEBUG"):
-                click.echo(traceback.format_exc(), err=True, nl=False)
-            click.echo(f"error: {exc}", err=True)
-            ctx.exit(2)
+            _fail(str(exc), debug)
+        except OSError as exc:
+            if not is_environment_error(exc):
+                raise
+            if isinstance(exc, BrokenPipeError):
+                quiet_stdout()
+            _fail(environment_message(exc), debug)
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)
@@ -52,6 +108,7 @@ def main(debug, log_level):
     `gpu-dedup run INPUT... -o DIR`."""
     logging.basicConfig(level=getattr(logging, log_level.upper()),
                         format="%(levelname)s: %(message)s")
+    install_log_filter()
 
 
 #: Options that map to Config fields: (click name, Config field, converter).
@@ -103,7 +160,8 @@ def _config_options(f):
                      help="Comma-separated steps before shingling: nfkc, lower, punct, digits, "
                           "ws (fold whitespace), or none."),
         click.option("--num-perm", type=int, default=128, show_default=True,
-                     help="Number of MinHash hash functions K."),
+                     callback=check_num_perm_option,
+                     help="Number of MinHash hash functions K (at most 131,072)."),
         click.option("--bands", type=int, default=None,
                      help="LSH bands B (with --rows; default: chosen from --threshold)."),
         click.option("--rows", type=int, default=None, help="Rows per band R (B*R <= K)."),
@@ -174,7 +232,7 @@ def _resolve_config(ctx: click.Context, kw: dict, warn: bool = True):
         res = resolve(spec, overrides)
     warning = threshold_warning(res) if warn else None
     if warning:
-        click.echo(warning, err=True)
+        echo(warning, err=True)
     return res
 
 
@@ -313,56 +371,15 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         if prog is not None:
             prog.close()
     if device == "auto" and not quiet:
-        click.echo(report["device"] if report["device"].startswith("auto") else
-                   f"device: {report['device']}", err=True)
+        echo(report["device"] if report["device"].startswith("auto") else
+             f"device: {report['device']}", err=True)
     if as_json:
-        click.echo(json.dumps({k: report[k] for k in ("documents", "clusters", "edges",
-                                                       "selection", "bad_records", "seconds",
-                                                       "device")}))
+        echo(_json({k: report[k] for k in ("documents", "clusters", "edges", "selection",
+                                           "bad_records", "seconds", "device")}))
     elif not quiet:
-        click.echo(summary_line(report))
+        echo(summary_line(report))
         name = "report.html" if html else "report.json"
-        click.echo(f"report: {os.path.join(os.path.abspath(output), name)}")
-
-
-@main.command(context_settings=CONTEXT)
-@click.option("--threshold", "-t", type=float, default=0.8, show_default=True,
-              help="Similarity at which two documents are duplicates.")
-@click.option("--num-perm", "-k", type=int, default=128, show_default=True,
-              help="Hash budget K (number of MinHash hash functions).")
-@click.option("--fp-weight", type=float, default=None,
-              help="Weight of the false-positive area in the choice (default: the engine's, "
-                   "0.01).")
-@click.option("--fn-weight", type=float, default=None,
-              help="Weight of the false-negative area in the choice (default: the engine's, "
-                   "0.99).")
-@click.option("--plot", default=None, metavar="FILE.png",
-              help="Also draw the S-curves, the threshold marked, into this PNG.")
-@click.option("--json", "as_json", is_flag=True, help="Print the table as JSON.")
-def tune(threshold, num_perm, fp_weight, fn_weight, plot, as_json):
-    """Show how to split K hashes into bands and rows for a threshold.
-
-    Prints the cookbook's table (every split with bands x rows = K: the
-    approximate threshold (1/b)^(1/r), the probability of becoming a candidate at
-    a few similarities, the false-positive and false-negative areas under the
-    S-curve) and the recommended split, the one `gpu-dedup run --threshold T
-    --num-perm K` uses."""
-    from .params import DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT
-    from .tune import format_table, plot as plot_table, to_dict, tune_table
-    t = tune_table(threshold, num_perm,
-                   DEFAULT_FP_WEIGHT if fp_weight is None else fp_weight,
-                   DEFAULT_FN_WEIGHT if fn_weight is None else fn_weight)
-    if plot:
-        plot_table(t, plot)
-    if as_json:
-        d = to_dict(t)
-        if plot:
-            d["plot"] = os.path.abspath(plot)
-        click.echo(json.dumps(d, indent=2))
-        return
-    click.echo(format_table(t))
-    if plot:
-        click.echo(f"plot: {os.path.abspath(plot)}")
+        echo(f"report: {os.path.join(os.path.abspath(output), name)}")
 
 
 @main.group(context_settings=CONTEXT)
@@ -378,7 +395,7 @@ def config_show(ctx, **kw):
     back: the preset (if any) with the options given applied, bands and rows
     resolved, and the S-curve."""
     from .presets import to_toml
-    click.echo(to_toml(_resolve_config(ctx, kw)), nl=False)
+    echo(to_toml(_resolve_config(ctx, kw)), nl=False)
 
 
 @config.command("list", context_settings=CONTEXT)
@@ -387,89 +404,7 @@ def config_list():
     from .presets import preset_names, preset_path, resolve
     for name in preset_names():
         c = resolve(name).config.resolved()
-        click.echo(f"{name:<12} {c.name:<42} {preset_path(name)}")
-
-
-_DEMO_MARK = ".gpu-dedup-demo"
-
-
-@main.command(context_settings=CONTEXT)
-@click.option("--output", "-o", default=None,
-              help="Folder for the generated corpus, the run's output and its report "
-                   "(default: a new folder under the system's temporary directory).")
-@click.option("--docs", type=int, default=8000, show_default=True, help="Base documents.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the corpus.")
-@click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
-              show_default=True, help="Where to run.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress bars.")
-def demo(output, docs, seed, device, quiet):
-    """Generate the cookbook's planted corpus, deduplicate it with the cookbook's
-    settings (word 3-grams, 128 hashes, 32 bands x 4 rows) and score the result
-    against the plant. Leaves the corpus, the output and report.html in a
-    folder it names."""
-    import pyarrow.parquet as pq
-
-    from . import progress
-    from .demo import COOKBOOK_CONFIG, planted_corpus, score
-    from .pipeline import run as run_pipeline, summary_line
-    if docs < 1:
-        raise DedupError(f"--docs must be at least 1, got {docs}")
-    if output:
-        folder = os.path.abspath(output)
-        if (os.path.isdir(folder) and os.listdir(folder)
-                and not os.path.exists(os.path.join(folder, _DEMO_MARK))):
-            raise DedupError(f"{folder}: folder is not empty and holds no earlier demo; choose "
-                             f"an empty or new --output")
-        if os.path.exists(folder) and not os.path.isdir(folder):
-            raise DedupError(f"{folder}: exists and is not a folder; choose another --output")
-        os.makedirs(folder, exist_ok=True)
-    else:
-        folder = tempfile.mkdtemp(prefix="gpu-dedup-demo-")
-    with open(os.path.join(folder, _DEMO_MARK), "w") as f:
-        f.write("made by gpu-dedup demo\n")
-    texts, truth = planted_corpus(docs, seed)
-    src = os.path.join(folder, "corpus.jsonl")
-    with open(src, "w") as f:
-        for i, t in enumerate(texts):
-            f.write(json.dumps({"id": str(i), "text": t}) + "\n")
-    out = os.path.join(folder, "result")
-    prog = progress.StageProgress() if progress.wanted(quiet) else None
-    try:
-        if prog is not None:
-            prog.__enter__()
-        report = run_pipeline([src], out, COOKBOOK_CONFIG, device=device, overwrite=True,
-                              on_stage=prog.stage if prog else None,
-                              on_progress=prog.fraction if prog else None)
-    finally:
-        if prog is not None:
-            prog.close()
-    _warm_defaults(texts[:400], device)
-    cl = pq.read_table(os.path.join(out, "clusters.parquet"))
-    pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
-    index = {v: i for i, v in enumerate(cl["id"].to_pylist())}
-    pa_ = [index[x] for x in pairs["id_a"].to_pylist()]
-    pb_ = [index[x] for x in pairs["id_b"].to_pylist()]
-    s = score(cl["cluster"].to_numpy(), pa_, pb_, truth)
-    click.echo(f"corpus: {len(texts):,} documents, {s['planted_pairs']:,} planted near-duplicate "
-               f"pairs ({src})")
-    click.echo(summary_line(report))
-    click.echo(f"found {s['found']:,} of {s['planted_pairs']:,} planted pairs: "
-               f"recall {s['recall']:.3f}, precision {s['precision']:.3f}")
-    click.echo(f"output: {out}")
-    click.echo(f"report: {os.path.join(out, 'report.html')}")
-
-
-def _warm_defaults(texts, device) -> None:
-    """Run the default options once on a few documents, so that the kernels a
-    first plain `gpu-dedup run` needs are already in Numba's on-disk cache."""
-    from .config import Config
-    from .pipeline import run as run_pipeline
-    with tempfile.TemporaryDirectory(prefix="gpu-dedup-warm-") as d:
-        src = os.path.join(d, "sample.jsonl")
-        with open(src, "w") as f:
-            for t in texts:
-                f.write(json.dumps({"text": t.upper() + "  "}) + "\n")
-        run_pipeline([src], os.path.join(d, "out"), Config(), device=device, html=False)
+        echo(f"{name:<12} {c.name:<42} {preset_path(name)}")
 
 
 def _exec_options(f):
@@ -551,11 +486,11 @@ def index_add(inputs, index_dir, text_field, id_field, on_bad_record, device, me
 def _index_done(report: dict, verb: str, n: int, quiet: bool, as_json: bool) -> None:
     info = report["index"]
     if as_json:
-        click.echo(json.dumps({"documents": report["documents"], verb: n, "index": info}))
+        echo(_json({"documents": report["documents"], verb: n, "index": info}))
     elif not quiet:
         d = report["documents"]
-        click.echo(f"{d['in']:,} documents read, {n:,} {verb}; the index {info['index']} "
-                   f"holds {info['docs']:,} in {len(info['parts'])} part(s)")
+        echo(f"{d['in']:,} documents read, {n:,} {verb}; the index {info['index']} "
+             f"holds {info['docs']:,} in {len(info['parts'])} part(s)")
 
 
 @index.command("info", context_settings=CONTEXT)
@@ -566,13 +501,13 @@ def index_info(index_dir, as_json):
     from . import index as ix
     info = ix.info(index_dir)
     if as_json:
-        click.echo(json.dumps(info))
+        echo(_json(info))
         return
-    click.echo(f"{info['index']}: {info['docs']:,} documents in {len(info['parts'])} part(s)")
-    click.echo("options: " + ", ".join(f"{k}={v}" for k, v in info["options"].items()))
+    echo(f"{info['index']}: {info['docs']:,} documents in {len(info['parts'])} part(s)")
+    echo("options: " + ", ".join(f"{k}={v}" for k, v in info["options"].items()))
     for p in info["parts"]:
-        click.echo(f"  {p['name']}: {p['docs']:,} documents from ordinal {p['first']:,}, "
-                   f"{p['windows']:,} windows; " + ", ".join(p["inputs"]))
+        echo(f"  {p['name']}: {p['docs']:,} documents from ordinal {p['first']:,}, "
+             f"{p['windows']:,} windows; " + ", ".join(p["inputs"]))
 
 
 @main.command(context_settings=CONTEXT)
@@ -603,11 +538,11 @@ def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrit
                          overwrite=overwrite)
     s = report["summary"]
     if as_json:
-        click.echo(json.dumps(s))
+        echo(_json(s))
     elif not quiet:
-        click.echo(f"{s['items']:,} items: {s['flagged']:,} flagged ({s['near_duplicate']:,} "
-                   f"near-duplicate, {s['contained']:,} contained) at {s['threshold']:g}")
-        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
+        echo(f"{s['items']:,} items: {s['flagged']:,} flagged ({s['near_duplicate']:,} "
+             f"near-duplicate, {s['contained']:,} contained) at {s['threshold']:g}")
+        echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
 
 
 @main.command(context_settings=CONTEXT)
@@ -651,22 +586,18 @@ def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, wo
                         **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
                                    scheduler, workers))
     if as_json:
-        click.echo(json.dumps({k: report[k] for k in ("documents", "units", "bytes", "spans")}))
+        echo(_json({k: report[k] for k in ("documents", "units", "bytes", "spans")}))
     elif not quiet:
         d, u = report["documents"], report["units"]
-        click.echo(f"{d['in']:,} documents: removed {u['removed']:,} of {u['total']:,} "
-                   f"{u['unit']}s ({100 * u['removed_share']:.2f}%) in "
-                   f"{report['spans']['count']:,} spans; dropped {d['dropped']:,}")
-        click.echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
+        echo(f"{d['in']:,} documents: removed {u['removed']:,} of {u['total']:,} "
+             f"{u['unit']}s ({100 * u['removed_share']:.2f}%) in "
+             f"{report['spans']['count']:,} spans; dropped {d['dropped']:,}")
+        echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
 
 
-@main.command(context_settings=CONTEXT)
-def doctor():
-    """Report what the GPU backend finds, then run the GPU and CPU kernels on a
-    small generated corpus and compare every output bit for bit. Exits 0 only
-    when they are identical."""
-    from .doctor import main as doctor_main
-    sys.exit(doctor_main(click.echo))
+
+for _command in (tune, demo, doctor):     # the commands that read no corpus
+    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

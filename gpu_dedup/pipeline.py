@@ -10,7 +10,6 @@ moved into place only when complete.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -26,7 +25,7 @@ from .io.identity import input_identity
 from .io.plan import input_bytes, plan_reads
 from .io.sources import ON_BAD_RECORD, group_inputs
 from .memory import format_size
-from .report import build_report
+from .report import build_report, write_report_json
 
 log = logging.getLogger("gpu_dedup")
 
@@ -179,9 +178,7 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
                                      "total": time.perf_counter() - t_start}
             else:
                 report["outputs"].pop("report_html", None)
-            with open(os.path.join(folder, "report.json"), "w") as f:
-                json.dump(report, f, indent=2, sort_keys=False)
-                f.write("\n")
+            write_report_json(os.path.join(folder, "report.json"), report)
             out.publish()
     return report
 

@@ -4,10 +4,12 @@
 """
 from __future__ import annotations
 
+import json
 import platform
 import sys
 
 from . import __version__
+from .edge import clean_tree
 
 
 def versions() -> dict:
@@ -122,3 +124,11 @@ def build_report(runner, seconds: dict, device: str, outputs: dict, *,
         "work": work or {},
         "versions": versions(),
     }
+
+
+def write_report_json(path: str, report: dict) -> None:
+    """report.json: the report with every string cleaned (no credential of a
+    URL, names that are not valid UTF-8 escaped: :func:`gpu_dedup.edge.clean`)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(clean_tree(report), f, indent=2, sort_keys=False)
+        f.write("\n")

@@ -7,7 +7,9 @@ similarities of verified edges, and the largest clusters: the kept document
 beside a few removed ones, with the words that differ highlighted.
 
 Everything is inline (CSS and SVG); the page loads nothing and runs no script.
-All text from the corpus is HTML-escaped.
+All text from the corpus is HTML-escaped, and every string shown passes
+through :func:`gpu_dedup.edge.clean` (no credential of a URL; names that are
+not valid UTF-8 escaped).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ import math
 import numpy as np
 
 from .arrays import unique
+from .edge import clean, clean_tree
 from .params import approx_threshold, collision_probability
 
 #: Clusters shown, largest first, and removed documents shown per cluster.
@@ -60,7 +63,7 @@ ins{background:#c9f2d0;text-decoration:none;color:#0f5a23}
 
 
 def _e(s) -> str:
-    return html.escape(str(s), quote=True)
+    return html.escape(clean(s), quote=True)
 
 
 def _fmt(x) -> str:
@@ -411,6 +414,6 @@ gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
 
 def write_html(path: str, report: dict, result, corpus) -> None:
     """Write ``report.html`` for a finished run."""
-    page = render(report, result, corpus)
-    with open(path, "w", encoding="utf-8") as f:
+    page = render(clean_tree(report), result, corpus)
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(page)

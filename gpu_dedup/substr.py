@@ -151,8 +151,8 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
 
     from .backend import get_backend
     from .engine.session import open_run, os_error, session
-    from .engine.substr import CHUNK_SHARE, MEMORY_PER_BYTE, SubstrRunner, dump_json, \
-        report_dict
+    from .engine.substr import CHUNK_SHARE, MEMORY_PER_BYTE, SubstrRunner, report_dict
+    from .report import write_report_json
     from .io.identity import input_identity
     from .io.plan import input_bytes, plan_reads
     from .io.sources import ON_BAD_RECORD, group_inputs
@@ -213,7 +213,7 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
                 else:
                     report["outputs"].pop("report_html")
                 report["seconds"] = {**dict(r.timer.seconds), "total": time.perf_counter() - t0}
-                dump_json(os.path.join(folder, "report.json"), report)
+                write_report_json(os.path.join(folder, "report.json"), report)
                 out.publish()
         except OSError as exc:
             raise os_error(exc, s.store.root or output) from exc
@@ -222,6 +222,9 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
 
 def _html(path: str, report: dict) -> None:
     import html as H
+
+    from .edge import clean_tree
+    report = clean_tree(report)           # no credential, names printable
     d, u, b = report["documents"], report["units"], report["bytes"]
     h = report["spans"]["length_code_points"]
     hist = "".join(f"<tr><td>{e}</td><td>{c:,}</td></tr>" for e, c in
@@ -241,5 +244,5 @@ dropped as too short. Removed {u['removed']:,} of {u['total']:,} {u['unit']}s
 <h2>Most repeated passages</h2><table><tr><th>occurrences</th><th>passage (one window)</th></tr>
 {rep}</table></body></html>
 """
-    with open(path, "w", encoding="utf-8") as f:
+    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
         f.write(doc)
