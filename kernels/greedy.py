@@ -4,7 +4,7 @@ Two ways to the same decisions: the sequential passes of the CPU
 (:func:`greedy_pass`, over a table of scores, :func:`table_insert`, and the
 windows of :func:`window_pairs`), and the rounds, whose step of one document
 and step of one bucket are shared by the CPU (the ``prange`` loops below) and
-the GPU (the kernels of :mod:`kernels.cuda`, which call these very
+the GPU (the kernels of :mod:`kernels.cuda_kernels`, which call these very
 functions).
 
 The rule is the sequential one of :mod:`gpu_dedup.stages.select`: in rank

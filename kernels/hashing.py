@@ -2,8 +2,10 @@
 
 Each function here is a Numba ``@njit`` function over unsigned 64-bit integers
 and ``uint8`` buffers, with no allocation and no Python objects, so the same
-source is compiled for the CPU (called from ``kernels.cpu``) and for the GPU
-(called from ``@cuda.jit`` kernels in ``kernels.cuda``).
+source is compiled for the CPU (called from ``kernels.cpu`` and
+``kernels.primitives``) and for the GPU (called from the ``@cuda.jit``
+kernels of ``kernels.cuda_kernels``). The text they hash is cut by
+``kernels.text`` and ``kernels.primitives``.
 
 Definitions (these are the contract the tests pin down):
 

@@ -2,7 +2,7 @@
 
 Each function here is a Numba ``@njit`` function over arrays and integers:
 the CPU loops (:mod:`kernels.cpu`, :mod:`kernels.greedy`) call them inside
-``prange`` loops, and the CUDA kernels (:mod:`kernels.cuda`) call the
+``prange`` loops, and the CUDA kernels (:mod:`kernels.cuda_kernels`) call the
 very same functions, which Numba compiles for the device (the simulator runs
 their Python twins, :mod:`kernels.simulator`). What differs between the two
 targets is only how the work is spread: a thread per document or a thread

@@ -4,7 +4,7 @@ whitespace folding and ASCII normalization.
 Every function here is a Numba ``@njit`` function over a ``uint8`` buffer
 and byte positions, with no allocation, so the same source is compiled for
 the CPU (the ``prange`` loops of :mod:`kernels.cpu` and :mod:`kernels.substr`)
-and for the GPU (the kernels of :mod:`kernels.cuda`). A document is
+and for the GPU (the kernels of :mod:`kernels.cuda_kernels`). A document is
 ``data[start:end]``; its code points are the steps of :func:`utf8_decode`
 from ``start``, and its words the maximal runs of code points that are not
 whitespace (:func:`is_space`, Python's ``str.split()``).

@@ -44,7 +44,7 @@ SIM_CHECKS = textwrap.dedent(r'''
     from gpu_dedup import Config, deduplicate
     from gpu_dedup.backend import CpuBackend
     from gpu_dedup.backend_gpu import GpuBackend, bucket_edges_sorted
-    from gpu_dedup.kernels import cpu, cuda as kc, hashing
+    from gpu_dedup.kernels import cpu, cuda as kc, cuda_kernels as kk, hashing
     from gpu_dedup.stages.normalize import text_buffers
     from gpu_dedup.stages.signatures import hash_params
 
@@ -55,12 +55,12 @@ SIM_CHECKS = textwrap.dedent(r'''
             got.view(np.uint8), want.view(np.uint8))
         out[name] = [bool(same), detail or f"{got.shape} {got.dtype}"]
 
-    out["simulator"] = [bool(kc.SIMULATOR), kc.cuda.jit.__module__]
+    out["simulator"] = [bool(kc.SIMULATOR), kk.cuda.jit.__module__]
     # one definition: the simulated kernels call code objects of the @njit functions
-    out["shared code"] = [kc._xxh64.__wrapped__.__code__ is hashing.xxh64.py_func.__code__
-                          and kc._doc_shingle_hashes.__wrapped__.__code__
+    out["shared code"] = [kk._xxh64.__wrapped__.__code__ is hashing.xxh64.py_func.__code__
+                          and kk._doc_shingle_hashes.__wrapped__.__code__
                           is cpu.doc_shingle_hashes.py_func.__code__
-                          and kc._oph_row.__wrapped__.__code__ is hashing.oph_row.py_func.__code__,
+                          and kk._oph_row.__wrapped__.__code__ is hashing.oph_row.py_func.__code__,
                           ""]
 
     texts = ["", " ", "a", "ab", "abcd", "hello world", "the cat sat on the mat",
@@ -375,28 +375,28 @@ PTX_CHECK = textwrap.dedent(r'''
     # device functions are compiled for the current device: stand one in
     disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
     from numba import cuda, types as nt
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import cuda_kernels as kk
     A = lambda t, nd=1: nt.Array(t, nd, "C")
     u8, i64, u64, u32, f64, b1 = nt.uint8, nt.int64, nt.uint64, nt.uint32, nt.float64, nt.boolean
     sigs = {
-        "_minhash_char_kernel": [(A(i64), A(u8), A(i64), i64, A(u64), A(u64), i64, A(s, 2),
+        "minhash_char_kernel": [(A(i64), A(u8), A(i64), i64, A(u64), A(u64), i64, A(s, 2),
                                   A(i64), A(u8)) for s in (u32, u64)],
-        "_general_hashes_kernel": [(A(i64), A(u8), A(i64), b1, i64, A(i64), A(i64), A(i64),
+        "general_hashes_kernel": [(A(i64), A(u8), A(i64), b1, i64, A(i64), A(i64), A(i64),
                                     A(u8), A(i64), A(u64), A(i64))],
-        "_minhash_hashes_kernel": [(A(i64), A(u64), A(i64), A(i64), A(u64), A(u64), i64,
+        "minhash_hashes_kernel": [(A(i64), A(u64), A(i64), A(i64), A(u64), A(u64), i64,
                                     A(s, 2)) for s in (u32, u64)],
-        "_char_slots_kernel": [(A(i64), A(u8), A(i64), i64, A(i64), A(u64), A(u8))],
-        "_has_shingles_kernel": [(A(i64), A(u8), b1, A(u8))],
-        "_text_hash128_kernel": [(A(i64), A(u8), A(u64, 2))],
-        "_codepoint_lengths_kernel": [(A(i64), A(u8), A(i64))],
-        "_band_keys_kernel": [(A(s, 2), i64, i64, A(u64, 2)) for s in (u32, u64)],
-        "_agreement_kernel": [(A(s, 2), A(i64), A(i64), A(f64)) for s in (u32, u64)],
-        "_jaccard_kernel": [(A(i64), A(u64), A(i64), A(i64), A(f64))],
+        "char_slots_kernel": [(A(i64), A(u8), A(i64), i64, A(i64), A(u64), A(u8))],
+        "has_shingles_kernel": [(A(i64), A(u8), b1, A(u8))],
+        "text_hash128_kernel": [(A(i64), A(u8), A(u64, 2))],
+        "codepoint_lengths_kernel": [(A(i64), A(u8), A(i64))],
+        "band_keys_kernel": [(A(s, 2), i64, i64, A(u64, 2)) for s in (u32, u64)],
+        "agreement_kernel": [(A(s, 2), A(i64), A(i64), A(f64)) for s in (u32, u64)],
+        "jaccard_kernel": [(A(i64), A(u64), A(i64), A(i64), A(f64))],
     }
     out = {}
     for name, ss in sigs.items():
         for s in ss:
-            ptx, _ = cuda.compile_ptx(getattr(kc, name).py_func, s, cc=(9, 0))
+            ptx, _ = cuda.compile_ptx(getattr(kk, name).py_func, s, cc=(9, 0))
             fl = sorted(set(re.findall(r"\b[a-z]+(?:\.[a-z0-9]+)*\.f(?:32|64)\b", ptx)))
             out[f"{name}{s}"] = fl
     print(json.dumps(out))
@@ -416,7 +416,7 @@ def test_cuda_kernels_compile_and_hash_in_integers_only():
     floats = json.loads(last)
     assert len(floats) == 14
     for name, ops in floats.items():
-        if name.startswith(("_agreement_kernel", "_jaccard_kernel")):
+        if name.startswith(("agreement_kernel", "jaccard_kernel")):
             assert ops, name                      # they do divide in float64
         else:
             assert ops == [], (name, ops)

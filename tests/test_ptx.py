@@ -32,7 +32,7 @@ RECORD = textwrap.dedent(r'''
     from numba.core import types
     from gpu_dedup import Config, deduplicate
     from gpu_dedup.backend_gpu import GpuBackend
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import cuda as kc, cuda_kernels as kk
     from gpu_dedup.substr import exact_substrings
 
     def sig_of(a):
@@ -44,15 +44,15 @@ RECORD = textwrap.dedent(r'''
             return f"{t.dtype}[{', '.join(dims)}]"
         return "boolean" if str(t) == "bool" else str(t)
 
-    names = {id(v): k for k, v in vars(kc).items() if k.endswith("_kernel")}
+    names = {id(v): k for k, v in vars(kk).items() if k.endswith("_kernel")}
     seen = {}
-    launch = kc._launch
+    launch = kc.launch
 
     def record(kernel, blocks, threads, *args):
         sig = "(" + ", ".join(sig_of(a) for a in args) + ")"
         seen.setdefault(names[id(kernel)], set()).add(sig)
         return launch(kernel, blocks, threads, *args)
-    kc._launch = record
+    kc.launch = record
 
     texts = ["the cat sat on the mat", "the cat sat on a mat!", "THE CAT SAT ON THE MAT",
              "naïve café «résumé» ¼", "naïve café «résumé» ½", "日本語のテキスト、重複。",
@@ -95,14 +95,14 @@ COMPILE = textwrap.dedent(r'''
     except Exception as exc:
         print(json.dumps({"nvvm": f"{type(exc).__name__}: {exc}".splitlines()[0]}))
         sys.exit(0)
-    from gpu_dedup.kernels import cuda as kc
+    from gpu_dedup.kernels import cuda_kernels as kk
     seen = json.loads(sys.stdin.read())["seen"]
     failed = {}
     compiled = 0
     for name, sigs in seen.items():
         for sig in sigs:
             try:
-                cuda.compile_ptx(getattr(kc, name).py_func, sig, cc=(9, 0))
+                cuda.compile_ptx(getattr(kk, name).py_func, sig, cc=(9, 0))
                 compiled += 1
             except Exception as exc:
                 failed[f"{name}{sig}"] = f"{type(exc).__name__}: {exc}"[:600]
