@@ -14,6 +14,10 @@ flags and pairs of whole runs. The last line is the verdict.
 Under ``NUMBA_ENABLE_CUDASIM=1`` the CUDA kernels run in Numba's simulator,
 on host arrays, over a smaller corpus; the backend's array code then runs
 with NumPy instead of CuPy.
+
+First of all it checks the CPU path itself against the plain-Python reference
+(:func:`check_cpu`): a machine without a GPU passes when that path is healthy,
+and is told what the GPU backend is missing.
 """
 from __future__ import annotations
 
@@ -291,6 +295,59 @@ def compare_substr(gpu, cpu, texts, cmp: Comparison) -> None:
                   f"{int(c.removed_units.sum()):,} {unit}s removed")
 
 
+def check_cpu(cpu, cmp: Comparison, n_docs: int = 40, seed: int = 5) -> None:
+    """The CPU backend against the plain-Python reference
+    (:mod:`gpu_dedup.reference`) on a small planted corpus, raw text:
+    signatures, band keys, bucket edges and Jaccard values bit for bit; then a
+    whole run, in which identical texts (not blank) share a cluster and every
+    removed document names a kept one."""
+    import pyarrow as pa
+
+    from . import reference as ref
+    from .config import Config
+    from .engine import deduplicate
+    from .stages.normalize import text_buffers
+    from .stages.signatures import hash_params
+    texts = planted_texts(n_docs, seed=seed, max_words=20, long_docs=False)
+    off, data = text_buffers(pa.array(texts, pa.large_string()))
+    off, data = np.asarray(off, np.int64), np.asarray(data)
+    N, K, bands, rows = len(texts), 16, 8, 2
+    docs = np.arange(N, dtype=np.int64)
+    a, b = hash_params(K, seed)
+    for shingle, n in (("char", 5), ("word", 3)):
+        word = shingle == "word"
+        hashes = [ref.base_hashes(t, shingle, n) for t in texts]
+        for bits in (32, 64):
+            tag = f"CPU {shingle}{n} {bits}-bit K={K}"
+            sig, _ = cpu.minhash(off, data, docs, word, n, a, b, bits)
+            want = np.array([ref.signature(h, a, b, bits) for h in hashes], dtype=sig.dtype)
+            cmp.check(f"{tag}: signatures as the reference", sig, want, f"{N} documents")
+        keys = cpu.band_keys(sig, bands, rows)
+        want = np.array([[ref.band_key(sig[i, j * rows:(j + 1) * rows].tolist(), j)
+                          for j in range(bands)] for i in range(N)], dtype=np.uint64)
+        cmp.check(f"{tag}: band keys as the reference", keys, want)
+        active = np.array([bool(h) for h in hashes])
+        edges = cpu.bucket_edges(keys, active)
+        got = {(int(e >> np.uint64(32)), int(e & np.uint64(0xFFFFFFFF))) for e in edges}
+        ok = got == ref.anchor_edges([keys[:, j].tolist() for j in range(bands)],
+                                     active.tolist())
+        cmp.add(f"{tag}: bucket edges as the reference", ok, f"{len(got):,} edges")
+        ia = np.repeat(docs, 3)
+        ib = (ia + np.tile(np.arange(1, 4), N)) % N
+        want = np.array([ref.jaccard(hashes[i], hashes[j]) for i, j in zip(ia, ib)])
+        cmp.check(f"{tag}: Jaccard as the reference",
+                  np.asarray(cpu.jaccard(off, data, word, n, ia, ib), np.float64), want,
+                  f"{ia.size:,} pairs")
+    r = deduplicate(texts, Config(num_perm=K, threshold=0.6), cpu)
+    first: dict = {}
+    same = all(r.cluster[first.setdefault(t, i)] == r.cluster[i]
+               for i, t in enumerate(texts) if t.strip())    # a blank text is nobody's copy
+    gone = np.flatnonzero(~np.asarray(r.kept))
+    named = bool(np.all(np.asarray(r.kept)[np.asarray(r.duplicate_of)[gone]]))
+    cmp.add("CPU run: identical texts share a cluster, each removed one names a kept one",
+            same and named, f"{N} documents, {gone.size} removed")
+
+
 def environment_lines(simulated: bool) -> tuple[list[str], bool, str]:
     """Lines about the machine, and ``(usable, why)`` from the GPU probe."""
     import numba
@@ -313,8 +370,10 @@ def environment_lines(simulated: bool) -> tuple[list[str], bool, str]:
 
 
 def main(echo, n_docs: int | None = None) -> int:
-    """Print the report; return 0 only when every comparison is identical,
-    1 when one differs, 2 when there is no GPU and no simulator."""
+    """Print the report; return 0 when the CPU path matches the reference and
+    the GPU (or the simulator), if any, matches the CPU in every comparison;
+    0 too without a GPU, saying what is missing; 2 when the CPU path is
+    broken, or a GPU does not start or differs."""
     from .backend import CpuBackend
     from .backend_gpu import GpuBackend, simulator_enabled
     from .config import Config
@@ -326,11 +385,21 @@ def main(echo, n_docs: int | None = None) -> int:
     lines, usable, why = environment_lines(simulated)
     for line in lines:
         echo(f"  {line}")
-    if not usable and not simulated:
-        echo("verdict: nothing compared: no usable GPU "
-             f"({why}); NUMBA_ENABLE_CUDASIM=1 gpu-dedup doctor checks the CUDA kernels in "
-             "Numba's simulator")
+    cpu = CpuBackend()
+    echo("the CPU path against the plain-Python reference:")
+    ref_cmp = Comparison(echo)
+    check_cpu(cpu, ref_cmp)
+    if not ref_cmp.identical:
+        bad = sum(1 for _, ok, _ in ref_cmp.rows if not ok)
+        echo(f"verdict: CPU path BROKEN: {bad} of {len(ref_cmp.rows)} comparisons with the "
+             f"reference differ")
         return 2
+    if not usable and not simulated:
+        echo(f"verdict: CPU path healthy ({len(ref_cmp.rows)} comparisons with the reference); "
+             f"no GPU compared: none usable ({why}); the CPU path needs none. "
+             "NUMBA_ENABLE_CUDASIM=1 gpu-dedup doctor checks the CUDA kernels in Numba's "
+             "simulator")
+        return 0
     t_start = time.perf_counter()
     try:
         if simulated:
@@ -341,7 +410,6 @@ def main(echo, n_docs: int | None = None) -> int:
     except Exception as exc:
         echo(f"verdict: nothing compared: the GPU backend does not start ({exc})")
         return 2
-    cpu = CpuBackend()
     info = gpu.describe()
     echo("stages on this machine:")
     for key, where in info["stages"].items():
@@ -402,4 +470,4 @@ def main(echo, n_docs: int | None = None) -> int:
     bad = sum(1 for _, ok, _ in cmp.rows if not ok)
     echo(f"verdict: DIFFERENT: {bad} of {len(cmp.rows)} comparisons between {where} and the CPU "
          f"differ")
-    return 1
+    return 2
