@@ -5,7 +5,7 @@ candidate with probability ``1 - (1 - s**r)**b``; the curve rises through
 about ``(1/b)**(1/r)``.
 
 Example:
-    >>> round(collision_probability(0.5, 32, 4), 3)
+    >>> round(float(collision_probability(0.5, 32, 4)), 3)
     0.873
     >>> choose_bands_rows(0.8, 128).bands >= 1
     True

@@ -12,7 +12,7 @@ Example:
     >>> (t.recommended.bands, t.recommended.rows)
     (18, 7)
     >>> [(r.bands, r.rows) for r in t.rows][:4]
-    [(64, 2), (32, 4), (16, 8), (8, 16)]
+    [(64, 2), (32, 4), (18, 7), (16, 8)]
 """
 from __future__ import annotations
 
