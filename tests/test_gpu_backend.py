@@ -288,12 +288,12 @@ def test_parse_memory_rejects_with_one_line(spec):
 
 
 def test_probe_reports_the_simulator_without_touching_cupy(monkeypatch):
-    import gpu_dedup.backend_gpu as bg
-    monkeypatch.setattr(bg, "_PROBE", None)
+    import gpu_dedup.backend_probe as bp
+    monkeypatch.setattr(bp, "_PROBE", None)
     monkeypatch.setenv("NUMBA_ENABLE_CUDASIM", "1")
-    ok, why = bg.probe()
+    ok, why = bp.probe()
     assert not ok and "simulator" in why
-    monkeypatch.setattr(bg, "_PROBE", None)
+    monkeypatch.setattr(bp, "_PROBE", None)
 
 
 @pytest.mark.skipif(NO_GPU is None, reason="a GPU is usable here")
