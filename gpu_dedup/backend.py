@@ -6,9 +6,10 @@ backend), the CPU backend, the choice of a backend for ``--device``, and
 packed ``a << 32 | b`` edges.
 
 A backend supplies the kernels, the grouping of band keys and the connected
-components for one device. The CPU backend uses Numba-compiled kernels and
-SciPy; the GPU backend (``backend_gpu``) is imported only when asked for, so
-nothing here imports a GPU package.
+components for one device. The CPU backend uses Numba-compiled kernels
+(``kernels.cpu``, ``kernels.buckets``, ``kernels.greedy``) and SciPy; the GPU
+backend (``backend_gpu``) is imported only when asked for, so nothing here
+imports a GPU package.
 """
 from __future__ import annotations
 
@@ -40,8 +41,10 @@ class Backend(Protocol):
 
     A backend holding device memory may also offer ``release()`` (drop what
     it caches between calls) and ``peak_device_bytes()`` (the most device
-    memory it held); the engine calls them when present (see
-    :class:`DeviceMemory`).
+    memory it held; see :class:`DeviceMemory`). The engine reports
+    ``peak_device_bytes()`` when present (``device_peak_bytes``) and never
+    calls ``release()``: the GPU backend calls it itself before it falls
+    back to the host, and a caller may call it to hand the memory back.
 
     Attributes:
         name: what ran, as reported (``"cpu"``, ``"gpu"``, ``"cuda-sim"``).

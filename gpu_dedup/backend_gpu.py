@@ -14,16 +14,22 @@ costs nothing on a machine without one.
 
 What runs where (``GpuBackend.describe()`` says it for a given machine):
 
-* text fingerprints, code point counts, shingle presence, signatures, band
-  keys, shingle sets, exact Jaccard and signature agreement: the Numba CUDA
-  kernels of ``kernels/cuda_kernels.py``, which call the CPU's hash functions;
-* bucket collisions: cuDF ``groupby`` when cuDF imports, else a stable CuPy
-  sort per band; key segments (``segment_bucket_edges``): a cuDF sort by
-  (segment, key, document) when cuDF imports, else two stable CuPy sorts;
-* connected components: cuGraph when it imports, else SciPy on the host. The
-  engine hands over accepted edges on the host, and SciPy's linear-time
-  labelling of a graph that size costs less than copying it to the device
-  and back; cuGraph only pays off where cuDF is already holding the data.
+* text fingerprints, code point counts, shingle presence, ASCII
+  normalization, signatures, band keys, shingle sets, exact Jaccard and
+  signature agreement: the Numba CUDA kernels of ``kernels/cuda_kernels.py``,
+  which call the CPU's per-document functions (``kernels/text.py``,
+  ``kernels/hashing.py``, ``kernels/primitives.py``);
+* exact grouping: a stable device sort of the fingerprints;
+* bucket collisions: a cuDF sort by (key, document) per band when cuDF
+  imports, else a stable CuPy sort per band; key segments
+  (``segment_bucket_edges``): a cuDF sort by (segment, key, document) when
+  cuDF imports, else two stable CuPy sorts; buckets (``segment_buckets``):
+  two stable CuPy sorts;
+* greedy selection: in rounds on the device (the kernels of
+  ``kernels/greedy.py``), on the host when the buckets do not fit the budget;
+* connected components: cuGraph when it imports, else label propagation on
+  the device (CuPy scatter-min and pointer jumping); the labels come back to
+  the host.
 
 Memory: the corpus streams through the device in batches sized from
 ``gpu_memory`` (``--gpu-memory``; default 75% of the free device memory).
@@ -60,7 +66,8 @@ log = logging.getLogger("gpu_dedup")
 
 
 class GpuBackend(DeviceArrays):
-    """CuPy arrays on the device and the Numba CUDA kernels of ``kernels/cuda.py``.
+    """CuPy arrays on the device and the Numba CUDA kernels of
+    ``kernels/cuda_kernels.py`` (launched by ``kernels/cuda.py``).
 
     Args:
         gpu_memory: device memory the backend may plan for (bytes or a string
@@ -87,7 +94,8 @@ class GpuBackend(DeviceArrays):
         self._k = kc
         self._k_host = kbuckets
         mod = "NumPy (simulated device)" if self._simulated else "CuPy"
-        self._grouping = ("cuDF groupby" if not self._simulated and rapids_available("cudf")
+        self._grouping = ("cuDF sort by key and document per band"
+                          if not self._simulated and rapids_available("cudf")
                           else f"{mod} stable sort per band")
         self._components = ("cuGraph weakly connected components"
                             if not self._simulated and rapids_available("cugraph")
