@@ -63,7 +63,6 @@ _utf8_decode = _shared(_text.utf8_decode)
 _has_shingle = _shared(_text.has_shingle)
 _codepoint_count = _shared(_text.codepoint_count)
 _ascii_normalize_doc = _shared(_text.ascii_normalize_doc)
-_permute = _shared(_hashing.permute)
 _oph_row = _shared(_hashing.oph_row)
 _doc_shingle_hashes = _shared(_prim.doc_shingle_hashes)
 _fold_minima = _shared(_prim.fold_minima)
@@ -80,6 +79,12 @@ _best_one = _shared(_greedy.best_one)
 
 
 # -- device functions -----------------------------------------------------------
+# The character path of the block-per-document kernels is the device's own:
+# each thread hashes the shingles that start at its bytes, so a shingle's end
+# is found from its first byte (_char_end) instead of from the code point
+# starts that doc_shingle_hashes lists in one walk of the document. The two
+# agree on well-formed UTF-8; a document where they could differ is flagged
+# irregular (_irregular) and goes through doc_shingle_hashes itself.
 
 @cuda.jit(device=True)
 def _irregular(data, start, end, tid):
@@ -332,6 +337,8 @@ def string_hashes_kernel(offsets, data, seed, out):
 
 @cuda.jit(cache=True)
 def substr_windows_kernel(uh, unit_off, woff, L, h, start):
+    """Thread per window: its hash from scratch (``roll_start``), where the CPU
+    rolls along a document (``window_hashes``): the same polynomial mod 2**64."""
     w = cuda.grid(1)
     if w < h.shape[0]:
         lo = 0                       # the last document whose first window is <= w
