@@ -3,7 +3,6 @@ on random graphs and on real text, whatever the partitioning; what it
 removes, and idempotence."""
 from __future__ import annotations
 
-import glob
 
 import numpy as np
 import pyarrow as pa
@@ -16,10 +15,8 @@ from gpu_dedup.stages.normalize import text_buffers
 from gpu_dedup.stages.select import (greedy_reference, greedy_rounds, greedy_select,
                                      similarity_summary, unpack)
 from gpu_dedup.stages.signatures import signatures
+from realtext import paragraphs
 
-FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
-needs_debian = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
-                                  "/usr/share/doc/*/copyright (not a Debian machine?)")
 
 
 def _random_case(rng, n_max=40, buckets_max=15, size_max=12):
@@ -219,14 +216,7 @@ def test_similarity_summary_counts_what_is_below_the_threshold():
 # -- on real text --------------------------------------------------------------
 
 def _paragraphs(limit):
-    out = []
-    for path in FILES:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8", errors="replace")
-        out += [p.strip() for p in text.split("\n\n") if p.strip()]
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    return list(paragraphs()[:limit])
 
 
 def _sequential(texts, cfg, limit):
@@ -268,7 +258,6 @@ def _sequential(texts, cfg, limit):
     return kept, dup, skipped
 
 
-@needs_debian
 @pytest.mark.parametrize("limit", [32, 2])
 def test_real_text_equals_the_sequential_rule_whatever_the_partitioning(limit):
     texts = _paragraphs(2500)
@@ -288,7 +277,6 @@ def test_real_text_equals_the_sequential_rule_whatever_the_partitioning(limit):
         assert skipped > 0
 
 
-@needs_debian
 def test_deduplicating_the_kept_documents_again_removes_nothing():
     texts = _paragraphs(4000)
     for keep in ("first", "longest"):

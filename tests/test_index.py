@@ -2,7 +2,6 @@
 and idempotent, contamination is found, bad indexes are refused."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import random
@@ -18,25 +17,13 @@ import pytest
 
 from gpu_dedup import Config, index as ix, pipeline
 from gpu_dedup.index.store import Index
+from realtext import paragraphs
 
-FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
-needs_debian = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
-                                  "/usr/share/doc/*/copyright (not a Debian machine?)")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _paragraphs(limit: int) -> list[str]:
-    out: list[str] = []
-    for f in FILES:
-        try:
-            with open(f, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        out += [p.strip() for p in text.split("\n\n") if len(p.strip()) > 40]
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    return [p for p in paragraphs() if len(p) > 40][:limit]
 
 
 def _write(path: str, texts, prefix: str) -> str:
@@ -65,7 +52,6 @@ def split(tmp_path_factory):
     return d, a, b, ab
 
 
-@needs_debian
 @pytest.mark.parametrize("bucket_limit", [32, 2])
 def test_incremental_equals_whole_on_real_text(split, tmp_path, bucket_limit):
     d, a, b, ab = split
@@ -98,7 +84,6 @@ def test_incremental_equals_whole_on_real_text(split, tmp_path, bucket_limit):
     assert len(lines) == int(kept.sum())
 
 
-@needs_debian
 def test_add_is_the_same_as_a_build_of_both_and_adds_nothing_twice(split, tmp_path):
     d, a, b, ab = split
     idx = str(tmp_path / "idx")
@@ -121,7 +106,6 @@ def _bench_corpora():
     return corpora
 
 
-@needs_debian
 def test_overlap_flags_near_copies_and_passages_not_unrelated_text(tmp_path):
     train = list(dict.fromkeys(_paragraphs(5000)))
     rng = random.Random(3)
@@ -249,7 +233,6 @@ def test_kill_during_add_leaves_the_index_whole(tmp_path):
     assert len(Index(idx).parts) == 2
 
 
-@needs_debian
 def test_an_index_written_in_small_batches_answers_the_same(split, tmp_path, monkeypatch):
     d, a, b, ab = split
     ix.build([a], str(tmp_path / "one"), Config())

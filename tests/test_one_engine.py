@@ -3,14 +3,13 @@ threads, on a local Dask cluster and on the GPU backend (under Numba's CUDA
 simulator) gives byte-identical clusters.parquet, pairs.parquet and data/,
 and report.json with the same keys and stage names.
 
-The corpus is real text: paragraphs of Debian's licence files
-(``/usr/share/doc/*/copyright``), spread over JSONL (with a blank line and a
+The corpus is real text: paragraphs of Debian's licence files (the committed
+corpus of ``tests/realtext.py``), spread over JSONL (with a blank line and a
 record of invalid UTF-8), gzip and zstd JSONL and a Parquet file of many row
 groups (``test_staged.write_inputs``).
 """
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -21,25 +20,15 @@ import pytest
 
 from gpu_dedup import Config
 from gpu_dedup.pipeline import run
+from realtext import paragraphs as real_paragraphs
 from test_staged import output_bytes, write_inputs
 
-FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
-pytestmark = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
-                                "/usr/share/doc/*/copyright (not a Debian machine?)")
 CFG = Config(shingle="char", ngram=5, normalize=("lower", "ws"), num_perm=64, threshold=0.8)
 N_DOCS = 4000
 
 
 def paragraphs(limit: int, max_chars: int | None = None) -> list[str]:
-    out = []
-    for path in FILES:
-        with open(path, "rb") as f:
-            text = f.read().decode("utf-8", errors="replace")
-        out += [p.strip() for p in text.split("\n\n")
-                if p.strip() and (max_chars is None or len(p.strip()) <= max_chars)]
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    return [p for p in real_paragraphs() if max_chars is None or len(p) <= max_chars][:limit]
 
 
 def key_paths(obj, prefix="") -> set[str]:

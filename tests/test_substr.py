@@ -2,7 +2,6 @@
 definition (brute force, and a suffix array on larger real text)."""
 from __future__ import annotations
 
-import glob
 import json
 import os
 import random
@@ -15,11 +14,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.substr import exact_substrings
+from realtext import paragraphs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FILES = sorted(glob.glob("/usr/share/doc/*/copyright"))
-needs_debian = pytest.mark.skipif(len(FILES) < 50, reason="needs the Debian licence files "
-                                  "/usr/share/doc/*/copyright (not a Debian machine?)")
 
 
 def _units(text: str, unit: str):
@@ -119,19 +116,9 @@ def test_units_compare_after_normalization_offsets_stay_original():
 
 
 def _paragraphs(limit):
-    out = []
-    for f in FILES:
-        try:
-            out += [p.strip() for p in open(f, encoding="utf-8", errors="replace").read()
-                    .split("\n\n") if p.strip()]
-        except OSError:
-            continue
-        if len(out) >= limit:
-            break
-    return out[:limit]
+    return list(paragraphs()[:limit])
 
 
-@needs_debian
 @pytest.mark.parametrize("unit,L", [("word", 10), ("word", 50), ("char", 200)])
 @pytest.mark.parametrize("keep", ["first", "none"])
 def test_equals_the_definition_on_real_text(unit, L, keep):
@@ -175,7 +162,6 @@ def _suffix_array_removed(texts, L, keep):
     return removed
 
 
-@needs_debian
 @pytest.mark.parametrize("keep", ["first", "none"])
 def test_equals_a_suffix_array_on_more_real_text(keep):
     pytest.importorskip("pydivsufsort", reason="the suffix-array oracle needs pydivsufsort")
