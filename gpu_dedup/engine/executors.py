@@ -8,7 +8,15 @@ threads, or on a Dask cluster.
 * ``processes``: a local ``distributed.LocalCluster`` of ``--workers`` single-
   threaded worker processes (with ``--device gpu``, a Dask-CUDA
   ``LocalCUDACluster`` with one worker per GPU instead);
-* ``tcp://HOST:PORT``: a running Dask scheduler and its workers.
+* ``tcp://HOST:PORT`` (or ``tls://``): a running Dask scheduler and its
+  workers. The address is checked (a host, a port from 1 to 65535), then
+  reached and Dask's handshake completed within :data:`CONNECT_TIMEOUT`
+  seconds, before any work: anything else listening there, or nothing, is
+  one line naming the address.
+
+A local cluster's own log lines (``distributed`` at INFO) are not shown: the
+``distributed`` loggers log warnings at most (errors only under ``-q``)
+while the executor lives.
 
 The runner (:mod:`gpu_dedup.engine.runner`) builds each stage as a set of
 independent tasks over partitions (chunks of documents, blocks of signatures,
@@ -28,6 +36,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import socket
 import threading
 
 from ..errors import ConfigError, DeviceError
@@ -35,17 +45,108 @@ from ..errors import ConfigError, DeviceError
 log = logging.getLogger("gpu_dedup")
 
 SCHEDULERS = ("none", "threads", "processes")
+#: Seconds to reach a scheduler and complete Dask's handshake.
+CONNECT_TIMEOUT = 10.0
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 
 
 def parse_scheduler(spec: str | None) -> str:
     """Validate ``--scheduler``; returns the normalised spec."""
     spec = (spec or "none").strip()
-    if spec in SCHEDULERS or spec.startswith("tcp://"):
-        if spec.startswith("tcp://") and ":" not in spec[len("tcp://"):]:
-            raise ConfigError(f"--scheduler {spec}: expected tcp://HOST:PORT")
+    if spec in SCHEDULERS:
         return spec
-    raise ConfigError(f"--scheduler must be none, threads, processes or tcp://HOST:PORT, "
-                      f"got {spec!r}")
+    if "://" not in spec:
+        raise ConfigError(f"--scheduler must be none, threads, processes or tcp://HOST:PORT, "
+                          f"got {spec!r}")
+    scheme, rest = spec.split("://", 1)
+    if scheme not in ("tcp", "tls"):
+        raise ConfigError(f"--scheduler {spec}: a scheduler's address starts with tcp:// "
+                          f"(or tls://)")
+    m = _HOST_PORT.fullmatch(rest)
+    if m is None:
+        raise ConfigError(f"--scheduler {spec}: expected {scheme}://HOST:PORT (a host name or "
+                          f"address, and a port number)")
+    port = int(m.group(2))
+    if not 1 <= port <= 65535:
+        raise ConfigError(f"--scheduler {spec}: port {port} is not between 1 and 65535")
+    return spec
+
+
+def _host_port(spec: str) -> tuple[str, int]:
+    m = _HOST_PORT.fullmatch(spec.split("://", 1)[1])
+    return m.group(1).strip("[]"), int(m.group(2))
+
+
+def _handshake(spec: str, timeout: float) -> None:
+    """Resolve, connect to and complete Dask's handshake with the scheduler
+    at ``spec``; ConfigError naming the address when anything fails."""
+    import asyncio
+
+    from distributed.comm import connect
+    from distributed.comm.core import CommClosedError
+    from distributed.security import Security
+    host, port = _host_port(spec)
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError as exc:
+        raise ConfigError(f"--scheduler {spec}: cannot resolve {host} "
+                          f"({exc.strerror or exc})") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        why = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or str(exc))
+        raise ConfigError(f"--scheduler {spec}: cannot connect ({why})") from None
+
+    async def shake():
+        args = Security().get_connection_args("client")
+        comm = await asyncio.wait_for(connect(spec, timeout=timeout, **args), timeout)
+        await comm.close()
+
+    try:
+        asyncio.run(shake())
+    except (TimeoutError, asyncio.TimeoutError):
+        raise ConfigError(f"--scheduler {spec}: no Dask scheduler answered within "
+                          f"{timeout:g} s") from None
+    # a server that is no Dask scheduler: its first bytes read as a frame
+    # length (an allocation of exabytes), a closed stream, or garbage; or a
+    # security setting the scheduler does not share (RuntimeError)
+    except (CommClosedError, OSError, MemoryError, ValueError, TypeError, KeyError,
+            EOFError, RuntimeError) as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise ConfigError(f"--scheduler {spec}: not a Dask scheduler, or it refused the "
+                          f"handshake ({why})") from None
+
+
+def check_scheduler(spec: str, timeout: float = CONNECT_TIMEOUT) -> None:
+    """:func:`_handshake` in a thread of its own (it runs its own event loop),
+    given ``timeout`` seconds and a little more to resolve the name."""
+    outcome: list = []
+
+    def probe():
+        try:
+            _handshake(spec, timeout)
+            outcome.append(None)
+        except ConfigError as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=probe, name="gpu-dedup-scheduler-check", daemon=True)
+    t.start()
+    t.join(2 * timeout + 5)
+    if not outcome:
+        raise ConfigError(f"--scheduler {spec}: no Dask scheduler answered within "
+                          f"{2 * timeout + 5:g} s")
+    if outcome[0] is not None:
+        raise outcome[0]
+
+
+def _quiet_distributed() -> tuple:
+    """Keep ``distributed``'s INFO lines (a local cluster's start, its
+    workers, its shutdown) off stderr: its loggers log warnings at most, or
+    only what this package's logger would. Returns what to restore."""
+    lg = logging.getLogger("distributed")
+    old = lg.level
+    lg.setLevel(max(logging.WARNING, log.getEffectiveLevel()))
+    return lg, old
 
 
 class Executor:
@@ -87,16 +188,21 @@ class InProcess(Executor):
 
 
 def _needs_kernel_lock() -> bool:
-    """Numba's ``workqueue`` threading layer must not run parallel kernels
-    from several threads at once; OpenMP and TBB may."""
-    try:
-        import numba
-        import numpy as np
+    """Whether tasks on several threads must take turns.
 
-        from .kernels import cpu
-        cpu.codepoint_lengths(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.uint8))
+    Numba's ``workqueue`` threading layer is not thread-safe: parallel
+    kernels launched from several threads at once abort the process. OpenMP
+    and TBB are. (Compiling, or loading a kernel from Numba's cache, is
+    serialised by Numba's own compiler lock whatever the layer.) The layer
+    is chosen when the first parallel kernel runs, so one runs here."""
+    import numba
+    import numpy as np
+
+    from ..kernels import cpu
+    cpu.codepoint_lengths(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.uint8))
+    try:
         return numba.threading_layer() == "workqueue"
-    except Exception:  # noqa: BLE001 - be safe when unsure
+    except ValueError:             # no layer started: cannot tell, so take turns
         return True
 
 
@@ -153,6 +259,15 @@ class DaskCluster(Executor):
         self.name = spec
         self.shared_memory = False
         self._cluster = None
+        self.client = None
+        self._logs = _quiet_distributed()
+        try:
+            self._start(spec, workers, device, Client)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, spec, workers, device, Client) -> None:
         if spec == "processes":
             if device == "gpu":
                 self._cluster = _cuda_cluster(workers)
@@ -161,14 +276,17 @@ class DaskCluster(Executor):
                 from distributed import LocalCluster
                 n = int(workers or os.cpu_count() or 1)
                 self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                             dashboard_address=None, memory_limit=0,
-                                             silence_logs=logging.ERROR)
+                                             host="127.0.0.1",
+                                             dashboard_address="127.0.0.1:0",
+                                             scheduler_kwargs={"dashboard": False},
+                                             memory_limit=0, silence_logs=logging.ERROR)
                 self.kind = "distributed LocalCluster"
             self.client = Client(self._cluster)
         else:
             self.kind = "remote scheduler"
+            check_scheduler(spec)
             try:
-                self.client = Client(spec, timeout="20s")
+                self.client = Client(spec, timeout=f"{CONNECT_TIMEOUT:g}s")
             except (OSError, TimeoutError) as exc:
                 raise ConfigError(f"--scheduler {spec}: cannot reach the Dask scheduler "
                                   f"({exc})") from None
@@ -176,7 +294,6 @@ class DaskCluster(Executor):
                 try:
                     self.client.wait_for_workers(int(workers), timeout=60)
                 except TimeoutError:
-                    self.close()
                     raise ConfigError(f"--scheduler {spec}: fewer than {workers} workers joined "
                                       f"within 60 s") from None
         info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) \
@@ -186,7 +303,6 @@ class DaskCluster(Executor):
             try:
                 self.client.wait_for_workers(1, timeout=60)
             except TimeoutError:
-                self.close()
                 raise ConfigError(f"--scheduler {spec}: the scheduler has no workers") from None
             ws = self.client.scheduler_info().get("workers", {})
         self.workers = len(ws)
@@ -224,6 +340,10 @@ class DaskCluster(Executor):
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+        logs = getattr(self, "_logs", None)
+        if logs is not None:
+            logs[0].setLevel(logs[1])
+            self._logs = None
 
 
 def _takes_n_workers(client) -> bool:
