@@ -1,19 +1,26 @@
-"""Hostile cases against the engine's executors: bad ``--scheduler``
-addresses and servers that are no Dask scheduler, a quiet local cluster, and
-tasks that run at once on the threads executor."""
+"""Hostile cases against the engine: a work directory damaged between runs
+(truncated, flipped, zeroed, replaced by valid files of other values,
+deleted) on disk and on object storage, bad ``--scheduler`` addresses and
+servers that are no Dask scheduler, a quiet local cluster, and tasks that
+run at once on the threads executor."""
 from __future__ import annotations
 
 import http.server
 import json
 import os
+import shutil
 import socket
 import threading
 import time
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.ipc as ipc
 import pytest
 
 from hostile import guarded, run_cli
+from s3server import s3  # noqa: F401  (the fixture)
+from gpu_dedup.errors import DedupError
 
 LIMIT = "1GiB"           # pinned: the work directory's name depends on the plan
 
@@ -73,6 +80,278 @@ def corpus(tmp_path_factory):
 def _unit_dir(work: str) -> str:
     (name,) = os.listdir(work)
     return os.path.join(work, name)
+
+
+# -- damage -----------------------------------------------------------------------
+
+def _npy_data_offset(path: str) -> int:
+    with open(path, "rb") as f:
+        major, _minor = np.lib.format.read_magic(f)
+        if major == 1:
+            np.lib.format.read_array_header_1_0(f)
+        else:
+            np.lib.format.read_array_header_2_0(f)
+        return f.tell()
+
+
+def truncate(path):
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.truncate(max(0, size // 2))
+
+
+def flip(path):
+    start = _npy_data_offset(path) if path.endswith(".npy") else 0
+    size = os.path.getsize(path)
+    at = start + (size - start) // 2
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x01]))
+
+
+def zero(path):
+    size = os.path.getsize(path)
+    with open(path, "wb") as f:
+        f.write(b"\0" * size)
+
+
+def other(path):
+    """A valid file of the same kind and shape with other values."""
+    if path.endswith(".npy"):
+        a = np.load(path)
+        if a.dtype == bool:
+            b = ~a
+        elif a.dtype.kind == "f":
+            b = np.where(np.isnan(a), 0.5, a * 0.5)
+        else:
+            b = a[::-1].copy() if a.ndim == 1 else a + a.dtype.type(1)
+            if np.array_equal(a, b):
+                b = a + a.dtype.type(1)
+        np.save(path, b, allow_pickle=False)
+    elif path.endswith(".arrow"):
+        t = ipc.open_file(pa.memory_map(path, "r")).read_all()
+        col = t.column(0).combine_chunks()
+        new = pa.array([f"x{i}" for i in range(len(col))], col.type)
+        with pa.OSFile(path, "wb") as sink, ipc.new_file(sink, t.schema) as w:
+            w.write_table(pa.table({t.schema.names[0]: new}))
+    else:                                            # a .done marker: valid JSON
+        with open(path) as f:
+            meta = json.load(f)
+        for k in ("kept", "n", "reps", "shingles", "units"):
+            if isinstance(meta.get(k), int):
+                meta[k] += 1
+                break
+        else:
+            meta["chunks"] = []
+        with open(path, "w") as f:
+            json.dump(meta, f)
+
+
+def delete(path):
+    os.remove(path)
+
+
+DAMAGE = {"truncate": truncate, "flip": flip, "zero": zero, "other": other, "delete": delete}
+FILES = ["final/kept.npy", "final/similarity.npy", "final/cluster.npy",
+         "final/duplicate_of.npy", "prep/f00000c000000/ids.arrow",
+         "prep/f00001c000000/ids.arrow", "sig/r000000000000.keys.npy",
+         "prep/f00000c000000/text.arrow", "exact/reps.npy", "verify/accepted.npy"]
+MARKERS = ["stage/select.done", "stage/prepare.done", "prep/f00000c000000.done"]
+
+
+#: The work directory's folders in stage order, and the stages' own markers.
+ORDER = ["prep", "exact", "sig", "lsh", "verify", "final"]
+STAGE_AT = {"prepare": 0, "exact": 1, "signatures": 2, "lsh": 3, "verify": 4, "select": 5}
+
+
+def _forget_after(unit: str, rel: str) -> None:
+    """Remove the markers of every stage after ``rel``'s: the work directory
+    of a run killed just after that stage, whose next stages read ``rel``."""
+    k = ORDER.index(rel.split("/")[0])
+    for d, _dirs, names in os.walk(unit):
+        for n in names:
+            if not n.endswith(".done"):
+                continue
+            r = os.path.relpath(os.path.join(d, n), unit).split(os.sep)
+            at = STAGE_AT[n[:-len(".done")]] if r[0] == "stage" else ORDER.index(r[0])
+            if at > k:
+                os.remove(os.path.join(d, n))
+
+
+def _rerun_after(corpus, tmp_path, damages: list, killed: bool = False) -> dict:
+    folder, src, ref, work0 = corpus
+    work = str(tmp_path / "work")
+    shutil.copytree(work0, work)
+    unit = _unit_dir(work)
+    for rel, how in damages:
+        path = os.path.join(unit, rel)
+        assert os.path.exists(path), rel
+        DAMAGE[how](path)
+        if killed:
+            _forget_after(unit, rel)
+    out = str(tmp_path / "out")
+    guarded(folder, "run", src, "-o", out, "--work-dir", work, "--keep-work-dir",
+            "--memory-limit", LIMIT, "--no-html", "-q", "--overwrite",
+            writable=(str(tmp_path),), expect=0)
+    assert output_bytes(out) == output_bytes(ref)
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    assert report["work"]["reused"], "the rerun reused nothing: the damage was not tested"
+    return report
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+@pytest.mark.parametrize("rel", FILES)
+def test_a_damaged_work_file_is_recomputed_to_the_same_outputs(corpus, tmp_path, rel, how):
+    _rerun_after(corpus, tmp_path, [(rel, how)])
+
+
+@pytest.mark.parametrize("how", sorted(DAMAGE))
+@pytest.mark.parametrize("rel", [f for f in FILES if not f.startswith("final/")])
+def test_a_damaged_file_read_by_the_next_stages_is_recomputed(corpus, tmp_path, rel, how):
+    """The run was killed after the file's stage: what comes next reads it."""
+    _rerun_after(corpus, tmp_path, [(rel, how)], killed=True)
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "other", "delete"])
+@pytest.mark.parametrize("rel", MARKERS)
+def test_a_damaged_marker_is_recomputed_to_the_same_outputs(corpus, tmp_path, rel, how):
+    _rerun_after(corpus, tmp_path, [(rel, how)])
+
+
+def test_many_damaged_files_at_once(corpus, tmp_path):
+    report = _rerun_after(corpus, tmp_path, [(r, h) for r, h in zip(
+        FILES, ["truncate", "flip", "zero", "other", "delete"] * 2)])
+    assert report["work"]["reused"]
+
+
+def test_the_repaired_work_directory_is_trusted_again(corpus, tmp_path):
+    """After a rerun repaired it, a third run reuses every stage."""
+    folder, src, ref, _ = corpus
+    _rerun_after(corpus, tmp_path, [("final/kept.npy", "delete")])
+    out = str(tmp_path / "again")
+    p = run_cli("run", src, "-o", out, "--work-dir", str(tmp_path / "work"),
+                "--keep-work-dir", "--memory-limit", LIMIT, "--no-html", "-q")
+    assert p.returncode == 0, p.stderr
+    assert output_bytes(out) == output_bytes(ref)
+    with open(os.path.join(out, "report.json")) as f:
+        report = json.load(f)
+    assert report["work"]["reused"].get("select") == 1
+
+
+def test_leftover_temporary_files_of_every_writer_are_removed(corpus, tmp_path):
+    """One temporary-name rule for everything written into the work
+    directory, and the store removes what a killed run left."""
+    from gpu_dedup.engine.store import DiskStore, tmp_path as tmp_name
+    root = tmp_path / "w"
+    root.mkdir()
+    left = tmp_name(str(root / "hash0" / "uh.npy"))
+    os.makedirs(os.path.dirname(left))
+    with open(left, "wb") as f:
+        f.write(b"partial")
+    st = DiskStore(str(root)).open()
+    try:
+        assert not os.path.exists(left)
+        st.concat_npy("hash0/uh.npy", [], np.uint64)
+        st.save_npy("a.npy", np.arange(3))
+        st.concat_npy("b.npy", ["a.npy", "a.npy"], np.int64)
+        assert st.load_npy("b.npy").tolist() == [0, 1, 2, 0, 1, 2]
+        names = [n for _d, _s, ns in os.walk(root) for n in ns]
+        assert not [n for n in names if "tmp" in n], names
+    finally:
+        st.close()
+
+
+# -- the store's own contract -------------------------------------------------------
+
+def test_a_unit_is_done_only_while_its_files_match(tmp_path):
+    from gpu_dedup.engine.store import DiskStore
+    st = DiskStore(str(tmp_path / "w")).open()
+    try:
+        st.save_npy("u/a.npy", np.arange(10))
+        st.save_arrow("u/b.arrow", {"x": pa.array(["p", "q"], pa.large_string())})
+        st.mark_done("u", {"k": 1}, files=["u/a.npy", "u/b.arrow"])
+        assert st.done("u") == {"k": 1}
+        st.mark_done("stage/s", {"n": 2}, units=["u"])
+        assert st.done("stage/s") == {"n": 2}
+        np.save(str(tmp_path / "w" / "u" / "a.npy"), np.arange(10) + 1)
+    finally:
+        st.close()
+    again = DiskStore(str(tmp_path / "w")).open()          # a later run
+    try:
+        assert again.done("u") is None
+        assert again.done("stage/s") is None
+        # where nothing can be recomputed: one line naming the file
+        with pytest.raises(DedupError, match="a.npy"):
+            again.load_npy("u/a.npy")
+    finally:
+        again.close()
+
+
+def test_a_damaged_file_read_without_a_unit_is_one_line(tmp_path):
+    from gpu_dedup.engine.store import DiskStore
+    st = DiskStore(str(tmp_path / "w")).open()
+    try:
+        st.save_npy("a.npy", np.arange(1000))
+        st.save_arrow("b.arrow", {"x": pa.array(["p"] * 100, pa.large_string())})
+        for rel in ("a.npy", "b.arrow"):
+            truncate(str(tmp_path / "w" / rel))
+        with pytest.raises(DedupError, match="a.npy"):
+            st.load_npy("a.npy")
+        with pytest.raises(DedupError, match="b.arrow"):
+            st.column("b.arrow")
+        st.save_npy("c.npy", np.arange(1000))
+        np.save(str(tmp_path / "w" / "c.npy"), np.arange(1000) * 2)   # valid, other values
+        with pytest.raises(DedupError, match="c.npy"):
+            st.load_npy("c.npy", mmap=True)
+        with pytest.raises(DedupError, match="missing.npy"):
+            st.load_npy("missing.npy")
+    finally:
+        st.close()
+
+
+# -- on object storage --------------------------------------------------------------
+
+def test_a_damaged_work_file_on_object_storage_is_recomputed(corpus, tmp_path, s3):
+    import pyarrow.fs as pafs
+    folder, src, ref, _ = corpus
+    s3.make_bucket("hostile")
+    env = s3.env()
+    url = "s3://hostile/w"
+    p = run_cli("run", src, "-o", str(tmp_path / "o1"), "--work-dir", url, "--keep-work-dir",
+                "--memory-limit", LIMIT, "--no-html", "-q", env=env)
+    assert p.returncode == 0, p.stderr
+    f3 = s3.filesystem()
+    files = [f.path for f in f3.get_file_info(pafs.FileSelector("hostile/w", recursive=True))
+             if f.type == pafs.FileType.File]
+
+    def find(suffix):
+        (hit,) = [f for f in files if f.endswith(suffix)]
+        return hit
+
+    kept = find("/final/kept.npy")
+    with f3.open_input_stream(kept, compression=None) as f:
+        raw = f.read()
+    with f3.open_output_stream(kept, compression=None) as f:
+        f.write(raw[:len(raw) // 2])                          # truncated
+    f3.delete_file(find("/prep/f00000c000000/ids.arrow"))
+    with f3.open_output_stream(find("/stage/select.done"), compression=None) as f:
+        f.write(b'{"kept": 1}')                               # valid, other values
+    sig = find("/sig/r000000000000.keys.npy")
+    with f3.open_input_stream(sig, compression=None) as f:
+        keys = bytearray(f.read())
+    keys[-5] ^= 0xFF                                          # one flipped byte
+    with f3.open_output_stream(sig, compression=None) as f:
+        f.write(bytes(keys))
+    out = str(tmp_path / "o2")
+    guarded(folder, "run", src, "-o", out, "--work-dir", url, "--keep-work-dir",
+            "--memory-limit", LIMIT, "--no-html", "-q", env=env,
+            writable=(str(tmp_path),), expect=0)
+    assert output_bytes(out) == output_bytes(ref)
+    with f3.open_input_stream(kept, compression=None) as f:
+        assert f.read() == raw                                # repaired
 
 
 # -- --scheduler -------------------------------------------------------------------

@@ -43,6 +43,9 @@ log = logging.getLogger("gpu_dedup")
 ROW_GROUP = 1 << 20
 #: Stage names, in order, as report.json lists their seconds.
 STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "select")
+#: The per-document and per-pair result arrays (``final/NAME.npy``).
+FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
+         "pair_similarity", "pair_exact")
 _U64 = np.uint64
 
 
@@ -196,7 +199,9 @@ class Runner:
             chunks = [c for r in results for c in r["chunks"]]
             self._check_id_presence(chunks)
             meta = {"chunks": chunks, "units": len(units)}
-            self.store.mark_done("stage/prepare", meta)
+            # every later stage reads the chunks' files: checked with the stage
+            self.store.mark_done("stage/prepare", meta,
+                                 units=[f"prep/{c['key']}" for c in chunks])
         self.chunks = meta["chunks"]
         paths: dict = {}
         for c in self.chunks:
@@ -274,7 +279,8 @@ class Runner:
             st.save_npy("exact/member_rep.npy", member_rep)
             del members, member_rep
             meta = {"reps": int(reps.size), "units": parts}
-            st.mark_done("stage/exact", meta)
+            st.mark_done("stage/exact", meta, [f"exact/{n}.npy" for n in
+                                               ("reps", "members", "member_rep")])
         self.reps = st.load_npy("exact/reps.npy")
         self.R = int(self.reps.size)
 
@@ -300,7 +306,8 @@ class Runner:
             results = self._map("signatures", tasks.task_signatures, self.blocks)
             meta = {"shingles": int(sum(r["shingles"] for r in results)),
                     "units": len(self.blocks)}
-            self.store.mark_done("stage/signatures", meta)
+            self.store.mark_done("stage/signatures", meta,
+                                 units=[f"sig/{b['key']}" for b in self.blocks])
         self.shingles = meta["shingles"]
 
     def lsh_layout(self) -> tuple[int, int]:
@@ -349,6 +356,7 @@ class Runner:
                 st.save_npy("lsh/bucket_members.npy", members)
                 meta.update(buckets=int(off.size - 1), bucket_entries=int(members.size))
                 del off, members
+                files = ["lsh/bucket_off.npy", "lsh/bucket_members.npy"]
             else:
                 edges = [st.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
                 if len(edges) == 1:
@@ -359,7 +367,8 @@ class Runner:
                 st.save_npy("lsh/first_round.npy", first)
                 meta["first_round"] = int(first.size)
                 del first
-            st.mark_done("stage/lsh", meta)
+                files = ["lsh/first_round.npy"]
+            st.mark_done("stage/lsh", meta, files)
         self.lsh_meta = meta
 
     def _score_batches(self, edges: np.ndarray) -> list[np.ndarray]:
@@ -407,7 +416,8 @@ class Runner:
                     if st.kind == "disk":       # saved as it completes: a rerun reuses it
                         name = f"{prefix}/c{c:03d}/b{i:06d}"
                         st.save_npy(f"{name}.npy", r)
-                        st.mark_done(name, {"digest": edges_digest(batches[i])})
+                        st.mark_done(name, {"digest": edges_digest(batches[i])},
+                                     [f"{name}.npy"])
                     out[i] = r
                     count[0] += 1
                     self._progress("verify", count[0], len(todo))
@@ -429,9 +439,11 @@ class Runner:
         if meta is None:
             if self.cfg.cluster == "greedy":
                 meta = self._verify_greedy()
+                names = ("accepted", "scores", "best", "rep_kept", "rep_dup", "rep_sim")
             else:
                 meta = self._verify_components()
-            self.store.mark_done("stage/verify", meta)
+                names = ("accepted", "scores")
+            self.store.mark_done("stage/verify", meta, [f"verify/{n}.npy" for n in names])
         self.verify_meta = meta
 
     def _verify_components(self) -> dict:
@@ -602,9 +614,7 @@ class Runner:
             exact_removed = int(np.count_nonzero(exact))
             if self.C:
                 n_exact = int(np.count_nonzero(eb[is_exact] >= self.C))
-            for name, arr in (("cluster", cluster), ("kept", kept), ("duplicate_of", dup),
-                              ("similarity", dsim), ("pair_a", ea), ("pair_b", eb),
-                              ("pair_similarity", sim), ("pair_exact", is_exact)):
+            for name, arr in zip(FINAL, (cluster, kept, dup, dsim, ea, eb, sim, is_exact)):
                 st.save_npy(f"final/{name}.npy", arr)
             rsim = dsim[removed]
             n_kept = int(kept[self.C:].sum())
@@ -617,7 +627,7 @@ class Runner:
                 meta["chaining"] = chaining_summary(cluster, kept, rsim,
                                                     float(self.cfg.threshold))
             del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
-            st.mark_done("stage/select", meta)
+            st.mark_done("stage/select", meta, [f"final/{n}.npy" for n in FINAL])
         self.select_meta = meta
 
     def _pairs(self, members, member_rep):

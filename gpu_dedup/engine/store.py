@@ -19,16 +19,28 @@ id fields, each input's content identity (:func:`gpu_dedup.io.identity.
 input_identity`) and the plan. Changed parameters or changed inputs never
 reuse stale work.
 
-Every artifact of a disk store is written to a temporary name and renamed
+Every artifact of a disk store is written to a temporary name
+(:func:`tmp_path`, the one rule for every file written there) and renamed
 into place; a unit of work is complete when its marker ``<unit>.done``
 exists, written after the unit's artifacts. A run killed at any point (even
 by SIGKILL) leaves only complete units plus temporary files, which the next
 run removes; a write that fails (a full disk) removes its temporary file.
+
+Nothing in a work directory is trusted for being there. Each artifact's size
+and XXH3-128 hash are taken as it is written; a unit's marker lists its
+files with theirs (a stage's marker also lists the files of its units that
+later stages read) and carries a hash of its own content. A unit is done
+only while its marker is intact and every file it lists matches: a file
+truncated, changed, zeroed, replaced or deleted since makes the unit be
+computed again, to the same bytes (every task is deterministic). Reading a
+file that no longer holds what this run wrote or checked, where nothing can
+be computed again, is an error naming the file (:class:`DamagedWorkFile`).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import shutil
 import threading
@@ -36,13 +48,21 @@ import threading
 import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
+import xxhash
 
-from ..errors import ConfigError
+from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
 
+log = logging.getLogger("gpu_dedup")
+
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 4
+FORMAT_VERSION = 5
 DEFAULT_ROOT = ".gpu-dedup-work"
+#: In the name of every temporary file (see :func:`tmp_path`).
+TMP_MARK = ".tmp-"
+#: A marker's keys for its files' sizes and hashes, and for its own hash.
+_FILES, _SEAL = "_files", "_seal"
+_SUM_BLOCK = 8 << 20
 
 
 def digest(obj) -> str:
@@ -104,13 +124,17 @@ class MemoryStore:
     def done(self, unit: str) -> dict | None:
         return self._done.get(unit)
 
-    def mark_done(self, unit: str, meta: dict | None = None) -> None:
+    def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
         with self._lock:
             self._done[unit] = dict(meta or {})
 
     def save_npy(self, rel: str, arr: np.ndarray) -> None:
         with self._lock:
             self._items[rel] = np.asarray(arr)
+
+    def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
+        self.save_npy(rel, np.concatenate([self.load_npy(p) for p in parts]) if parts
+                      else np.zeros(0, dtype))
 
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
         return self._items[rel]
@@ -141,16 +165,37 @@ class MemoryStore:
         return rel in self._items
 
 
-def _tmp_name(path: str) -> str:
-    return f"{path}.tmp-{os.getpid()}-{threading.get_ident()}"
+def tmp_path(path: str) -> str:
+    """The temporary name ``path`` is written under before it is renamed into
+    place: the one rule for every file written into a work directory, so
+    that :meth:`DiskStore.open` removes what a killed run left."""
+    return f"{path}{TMP_MARK}{os.getpid()}-{threading.get_ident()}"
 
 
-def _replace_atomically(path: str, write) -> None:
-    """``write(tmp)`` then rename over ``path``; the temporary file is removed
-    when writing fails (a full disk leaves nothing half-written)."""
-    tmp = _tmp_name(path)
+def file_sum(path: str) -> tuple[int, str]:
+    """``(size, XXH3-128 hex digest)`` of a file's bytes."""
+    h = xxhash.xxh3_128()
+    size = 0
+    buf = bytearray(_SUM_BLOCK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            n = f.readinto(buf)
+            if not n:
+                break
+            h.update(view[:n])
+            size += n
+    return size, h.hexdigest()
+
+
+def _write_atomically(path: str, write) -> tuple[int, str]:
+    """``write(tmp)``, then its size and hash, then rename over ``path``; the
+    temporary file is removed when writing fails (a full disk leaves nothing
+    half-written). Returns the file's ``(size, digest)``."""
+    tmp = tmp_path(path)
     try:
         write(tmp)
+        got = file_sum(tmp)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -158,13 +203,42 @@ def _replace_atomically(path: str, write) -> None:
         except OSError:
             pass
         raise
+    return got
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:200] if text else type(exc).__name__
+
+
+def _identity(st: os.stat_result) -> tuple:
+    return (st.st_size, st.st_mtime_ns, st.st_ino, st.st_dev)
+
+
+def _seal(meta: dict, files: dict) -> str:
+    raw = json.dumps({"meta": meta, "files": files}, sort_keys=True, separators=(",", ":"))
+    return xxhash.xxh3_128_hexdigest(raw.encode())
+
+
+def _valid_table(files) -> bool:
+    return isinstance(files, dict) and all(
+        isinstance(v, list) and len(v) == 2 and isinstance(v[0], int)
+        and isinstance(v[1], str) for v in files.values())
+
+
+class DamagedWorkFile(DedupError):
+    """A work file that does not hold what the run wrote, read where nothing
+    can be computed again."""
 
 
 class DiskStore:
     """Atomic artifacts and completion markers under one folder.
 
     The object is only a path, so it travels to Dask workers unchanged; the
-    folder must then be on storage every worker can reach.
+    folder must then be on storage every worker can reach. Each process
+    remembers the size and hash of the files it wrote or checked (and the
+    file's identity when it matched), so that a file is hashed at most once
+    a run unless it changes.
     """
 
     kind = "disk"
@@ -172,9 +246,20 @@ class DiskStore:
     def __init__(self, root: str):
         self.root = os.path.abspath(root)
         self._lock_fd = None
+        self._init_sums()
+
+    def _init_sums(self) -> None:
+        self._sums_lock = threading.Lock()
+        self._expect: dict = {}       # rel -> (size, digest) written or recorded
+        self._seen: dict = {}         # rel -> identity of the file when it matched
 
     def __getstate__(self):
-        return {"root": self.root, "_lock_fd": None}
+        return {"root": self.root}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock_fd = None
+        self._init_sums()
 
     # -- lifetime ---------------------------------------------------------
     def open(self) -> "DiskStore":
@@ -192,7 +277,7 @@ class DiskStore:
         self._lock_fd = fd
         for dirpath, _dirs, names in os.walk(self.root):
             for n in names:
-                if ".tmp-" in n:
+                if TMP_MARK in n:
                     try:
                         os.remove(os.path.join(dirpath, n))
                     except OSError:
@@ -209,39 +294,167 @@ class DiskStore:
         self.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
-    # -- paths and markers ------------------------------------------------
+    # -- paths, sums and markers -------------------------------------------
     def path(self, rel: str) -> str:
+        """Where ``rel`` is written (its folder created)."""
         p = os.path.join(self.root, rel)
         os.makedirs(os.path.dirname(p), exist_ok=True)
         return p
 
-    def done(self, unit: str) -> dict | None:
-        """The metadata recorded when ``unit`` completed, or None."""
+    def _local(self, rel: str) -> str:
+        """Where ``rel`` is read."""
+        return os.path.join(self.root, rel)
+
+    def _record(self, rel: str, got: tuple[int, str], path: str) -> None:
+        ident = _identity(os.stat(path))
+        with self._sums_lock:
+            self._expect[rel] = tuple(got)
+            self._seen[rel] = ident
+
+    def _mismatch(self, rel: str, want: tuple[int, str]) -> str | None:
+        """Why ``rel`` does not hold what was written (``want``), or None."""
+        path = self._local(rel)
         try:
-            with open(os.path.join(self.root, unit + ".done")) as f:
-                return json.load(f)
+            st = os.stat(path)
+        except OSError:
+            return "missing"
+        if st.st_size != want[0]:
+            return f"{st.st_size:,} bytes where {want[0]:,} were written"
+        ident = _identity(st)
+        with self._sums_lock:
+            if self._seen.get(rel) == ident and self._expect.get(rel) == want:
+                return None
+        try:
+            got = file_sum(path)
+        except OSError as exc:
+            return f"unreadable ({exc.strerror or exc})"
+        if got != want:
+            return "its bytes changed since they were written"
+        with self._sums_lock:
+            self._expect[rel] = want
+            self._seen[rel] = ident
+        return None
+
+    def _marker(self, unit: str):
+        """``(meta, files)`` of an intact marker, else None."""
+        try:
+            with open(self._local(unit + ".done"), "rb") as f:
+                obj = json.loads(f.read())
         except (OSError, ValueError):
             return None
+        if not isinstance(obj, dict):
+            return None
+        files = obj.pop(_FILES, None)
+        seal = obj.pop(_SEAL, None)
+        if not _valid_table(files) or seal != _seal(obj, files):
+            return None
+        return obj, files
 
-    def mark_done(self, unit: str, meta: dict | None = None) -> None:
-        self.save_json(unit + ".done", meta or {})
+    def done(self, unit: str) -> dict | None:
+        """The metadata recorded when ``unit`` completed, or None: also when
+        its marker is damaged or a file it lists is missing or changed (the
+        unit is then computed again)."""
+        got = self._marker(unit)
+        if got is None:
+            return None
+        meta, files = got
+        with self._sums_lock:
+            for rel, want in files.items():
+                self._expect.setdefault(rel, tuple(want))
+        for rel, want in files.items():
+            why = self._mismatch(rel, tuple(want))
+            if why is not None:
+                log.warning("%s: %s; computing %s again", self._local(rel), why, unit)
+                return None
+        return meta
+
+    def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
+        """Record ``unit`` complete: its ``files`` (written by this process)
+        and the files listed by the completed ``units`` it depends on, with
+        their sizes and hashes; written after them."""
+        table: dict = {}
+        for u in units:
+            got = self._marker(u)
+            if got is None:
+                raise DamagedWorkFile(f"{self._local(u + '.done')}: missing or damaged while "
+                                      f"the run used it; run the same command again")
+            table.update(got[1])
+        with self._sums_lock:
+            for rel, want in table.items():
+                self._expect.setdefault(rel, tuple(want))
+        for rel in files:
+            with self._sums_lock:
+                want = self._expect.get(rel)
+            if want is None:
+                want = file_sum(self._local(rel))
+                self._record(rel, want, self._local(rel))
+            table[rel] = [int(want[0]), str(want[1])]
+        meta = json.loads(json.dumps(meta or {}))
+        body = {**meta, _FILES: table, _SEAL: _seal(meta, table)}
+
+        def write(tmp):
+            with open(tmp, "w") as f:
+                json.dump(body, f, sort_keys=True)
+        _write_atomically(self.path(unit + ".done"), write)
+
+    def _checked(self, rel: str) -> str:
+        """The path of ``rel`` once it matches what was written (when this
+        process knows that); a mismatch is an error naming the file."""
+        with self._sums_lock:
+            want = self._expect.get(rel)
+        path = self._local(rel)
+        if want is not None:
+            why = self._mismatch(rel, want)
+            if why is not None:
+                raise self._damaged(path, why)
+        return path
+
+    def _damaged(self, path: str, why: str) -> DamagedWorkFile:
+        return DamagedWorkFile(f"{path}: damaged work file ({why}); run the same command "
+                               f"again to compute it anew")
 
     # -- artifacts --------------------------------------------------------
     def save_json(self, rel: str, obj) -> None:
         def write(tmp):
             with open(tmp, "w") as f:
                 json.dump(obj, f, sort_keys=True)
-        _replace_atomically(self.path(rel), write)
+        path = self.path(rel)
+        self._record(rel, _write_atomically(path, write), path)
 
     def save_npy(self, rel: str, arr: np.ndarray) -> None:
         def write(tmp):
             with open(tmp, "wb") as f:
                 np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
-        _replace_atomically(self.path(rel), write)
+        path = self.path(rel)
+        self._record(rel, _write_atomically(path, write), path)
+
+    def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
+        """``rel``: the stored 1-d arrays ``parts`` end to end, written a part
+        at a time (never all in memory)."""
+        sizes = [self.load_npy(p, mmap=True).shape[0] for p in parts]
+        if not sum(sizes):
+            self.save_npy(rel, np.zeros(0, dtype))
+            return
+
+        def write(tmp):
+            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(sum(sizes),))
+            at = 0
+            for p, k in zip(parts, sizes):
+                out[at:at + k] = self.load_npy(p, mmap=True)
+                at += k
+            out.flush()
+            del out
+        path = self.path(rel)
+        self._record(rel, _write_atomically(path, write), path)
 
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
-        path = os.path.join(self.root, rel)
-        return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        path = self._checked(rel)
+        try:
+            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except FileNotFoundError:
+            raise self._damaged(path, "missing") from None
+        except (OSError, ValueError, EOFError) as exc:
+            raise self._damaged(path, f"not a readable array: {_first_line(exc)}") from None
 
     def save_arrow(self, rel: str, columns: dict) -> None:
         """Arrow IPC file (one record batch) of the given columns."""
@@ -251,24 +464,36 @@ class DiskStore:
             with pa.OSFile(tmp, "wb") as sink:
                 with ipc.new_file(sink, table.schema) as w:
                     w.write_table(table, max_chunksize=max(1, table.num_rows))
-        _replace_atomically(self.path(rel), write)
+        path = self.path(rel)
+        self._record(rel, _write_atomically(path, write), path)
 
     def open_arrow(self, rel: str) -> pa.Table:
         """An IPC file written by :meth:`save_arrow`, memory-mapped (pages are
         read on use and released when the table is dropped)."""
-        source = pa.memory_map(os.path.join(self.root, rel), "r")
-        return ipc.open_file(source).read_all()
+        path = self._checked(rel)
+        try:
+            source = pa.memory_map(path, "r")
+            return ipc.open_file(source).read_all()
+        except FileNotFoundError:
+            raise self._damaged(path, "missing") from None
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise self._damaged(path, f"not a readable Arrow file: {_first_line(exc)}") \
+                from None
 
     def column(self, rel: str) -> pa.Array:
         """The first column of a saved Arrow table."""
-        return _column(self.open_arrow(rel))
+        t = self.open_arrow(rel)
+        if t.num_columns != 1:
+            raise self._damaged(self._local(rel), f"{t.num_columns} columns where 1 was "
+                                                  f"written")
+        return _column(t)
 
     def buffers(self, rel: str):
         """``(offsets, data)`` of a saved string column (memory-mapped)."""
         return text_buffers(self.column(rel))
 
     def exists(self, rel: str) -> bool:
-        return os.path.exists(os.path.join(self.root, rel))
+        return os.path.exists(self._local(rel))
 
 
 class RemoteStore(DiskStore):
@@ -277,8 +502,10 @@ class RemoteStore(DiskStore):
     Artifacts are written to and read from a local cache folder; a completed
     unit's new files are uploaded, then its marker, so the remote copy only
     ever holds complete units. A rerun (anywhere) resumes from the remote
-    markers, fetching each file on first read. The cache is removed when
-    the store closes.
+    markers, fetching each file on first read, and checks it as a local run
+    does: a remote file that does not match its marker makes its unit be
+    computed (and uploaded) again. The cache is removed when the store
+    closes.
     """
 
     def __init__(self, url: str, cache: str | None = None):
@@ -291,10 +518,10 @@ class RemoteStore(DiskStore):
         self._plock = threading.Lock()
 
     def __getstate__(self):
-        return {"root": self.root, "url": self.url, "_lock_fd": None}
+        return {"root": self.root, "url": self.url}
 
     def __setstate__(self, state):
-        self.__dict__.update(state)
+        super().__setstate__(state)
         self._pending = set()
         self._plock = threading.Lock()
 
@@ -313,22 +540,28 @@ class RemoteStore(DiskStore):
             self._pending.add(rel)
         return super().path(rel)
 
-    def _fetch(self, rel: str) -> str:
+    def _local(self, rel: str) -> str:
+        """The cached copy of ``rel``, fetched on first use (absent when the
+        remote one is)."""
         from ..io import fs
         local = os.path.join(self.root, rel)
         if not os.path.exists(local):
             url = f"{self.url}/{rel}"
             if fs.exists(url):
-                tmp = _tmp_name(local)
-                fs.download(url, tmp)
-                os.replace(tmp, local)
+                os.makedirs(os.path.dirname(local), exist_ok=True)
+                tmp = tmp_path(local)
+                try:
+                    fs.download(url, tmp)
+                    os.replace(tmp, local)
+                except BaseException:
+                    try:
+                        os.remove(tmp)
+                    except OSError:
+                        pass
+                    raise
         return local
 
-    def done(self, unit: str) -> dict | None:
-        self._fetch(unit + ".done")
-        return super().done(unit)
-
-    def mark_done(self, unit: str, meta: dict | None = None) -> None:
+    def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
         from ..io import fs
         with self._plock:
             ready = sorted(r for r in self._pending
@@ -336,16 +569,7 @@ class RemoteStore(DiskStore):
             self._pending.difference_update(ready)
         for rel in ready:
             fs.upload(os.path.join(self.root, rel), f"{self.url}/{rel}")
-        DiskStore.save_json(self, unit + ".done", meta or {})
+        super().mark_done(unit, meta, files, units)
+        with self._plock:
+            self._pending.discard(unit + ".done")
         fs.upload(os.path.join(self.root, unit + ".done"), f"{self.url}/{unit}.done")
-
-    def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
-        self._fetch(rel)
-        return super().load_npy(rel, mmap)
-
-    def open_arrow(self, rel: str) -> pa.Table:
-        self._fetch(rel)
-        return super().open_arrow(rel)
-
-    def exists(self, rel: str) -> bool:
-        return os.path.exists(self._fetch(rel))

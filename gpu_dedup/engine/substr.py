@@ -64,6 +64,9 @@ WINDOW_BYTES = 100
 VOCAB_BYTES = 40
 #: Seeds tried before giving up on finding collision-free unit hashes.
 SEEDS = 4
+#: What a chunk's ``cut`` unit writes.
+CUT_FILES = ("text.arrow", "units.npy", "removed.npy", "span_doc.npy", "span_start.npy",
+             "span_end.npy", "span_first.npy")
 _U64 = np.uint64
 
 
@@ -83,9 +86,9 @@ def _slice(sorted_h: np.ndarray, lo: int, hi: int | None) -> tuple[int, int]:
 
 # -- prepare --------------------------------------------------------------------
 
-def _save_texts(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
+def _save_texts(ctx: Ctx, unit: dict, key: str, d: dict) -> tuple[dict, list]:
     """Store a chunk's original texts, ids (with their fingerprints) and
-    locations."""
+    locations; its metadata and the files written."""
     st = ctx.store
     texts = d["texts"]
     if texts.type != pa.large_string():
@@ -100,8 +103,10 @@ def _save_texts(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
     meta = chunk_meta(unit, key, d, n)
     meta["text_bytes"] = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if n else 0
-    st.mark_done(f"prep/{key}", meta)
-    return meta
+    files = [f"prep/{key}/text.arrow", f"prep/{key}/loc.npy"]
+    if ids is not None:
+        files += [f"prep/{key}/idfp.npy", f"prep/{key}/ids.arrow"]
+    return meta, files
 
 
 def task_prepare(unit: dict, ctx: Ctx) -> dict:
@@ -165,7 +170,8 @@ def task_hash(ci: int, ctx: Ctx) -> dict:
     st.save_npy(f"{name}/units.npy", np.diff(u_off).astype(np.int64))
     meta = {"units": U, "windows": W, "vocab": int(vh.size),
             "vocab_bytes": int(vocab.nbytes), "pid": os.getpid()}
-    st.mark_done(name, meta)
+    st.mark_done(name, meta, [f"{name}/{n}" for n in ("wh.npy", "ws.npy", "vh.npy",
+                                                       "vocab.arrow", "uh.npy", "units.npy")])
     return {**meta, "reused": 0}
 
 
@@ -262,7 +268,7 @@ def task_windows(item: tuple, ctx: Ctx) -> dict:
     st.save_npy(f"{name}/rm_first.npy", rf)
     meta = {"windows": W, "distinct": distinct, "removed": int(rs.size), "top": top,
             "pid": os.getpid()}
-    st.mark_done(name, meta)
+    st.mark_done(name, meta, [f"{name}/rm_start.npy", f"{name}/rm_first.npy"])
     return {**meta, "reused": 0}
 
 
@@ -337,7 +343,7 @@ def task_cut(ci: int, ctx: Ctx) -> dict:
     st.save_npy(f"{name}/span_end.npy", c1[eu])
     st.save_npy(f"{name}/span_first.npy", span_first.astype(np.int64))
     meta = {"spans": int(su.size), "removed": int(removed_units.sum()), "pid": os.getpid()}
-    st.mark_done(name, meta)
+    st.mark_done(name, meta, [f"{name}/{n}" for n in CUT_FILES])
     return {**meta, "reused": 0}
 
 
@@ -400,34 +406,13 @@ class SubstrRunner(Runner):
                              f"{self.locate(first)}); ids must be unique, or pass "
                              f"--id-field none to generate them")
 
-    def _concat(self, rel: str, parts: list[str], dtype) -> None:
-        """``rel``: the stored arrays ``parts`` end to end (on disk written a
-        part at a time)."""
-        st = self.store
-        if st.kind != "disk":
-            st.save_npy(rel, np.concatenate([st.load_npy(p) for p in parts]) if parts
-                        else np.zeros(0, dtype))
-            return
-        sizes = [st.load_npy(p, mmap=True).shape[0] for p in parts]
-        path = st.path(rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = path + ".tmp.npy"
-        out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(sum(sizes),))
-        at = 0
-        for p, k in zip(parts, sizes):
-            out[at:at + k] = st.load_npy(p, mmap=True)
-            at += k
-        out.flush()
-        del out
-        os.replace(tmp, path)
-
     def hash(self) -> None:
         seed = self.job["seed"]
         meta = self._stage_done(f"hash{seed}", "hash")
         if meta is None:
             res = self._map("hash", task_hash, list(range(len(self.chunks))))
             keys = [f"hash{seed}/{c['key']}" for c in self.chunks]
-            self._concat(f"hash{seed}/uh.npy", [f"{k}/uh.npy" for k in keys], _U64)
+            self.store.concat_npy(f"hash{seed}/uh.npy", [f"{k}/uh.npy" for k in keys], _U64)
             per_doc = [self.store.load_npy(f"{k}/units.npy") for k in keys]
             doc_units = np.concatenate([[0]] + per_doc).cumsum().astype(np.int64)
             self.store.save_npy(f"hash{seed}/doc_units.npy", doc_units)
@@ -436,7 +421,9 @@ class SubstrRunner(Runner):
                     "vocab": int(sum(r["vocab"] for r in res)),
                     "vocab_bytes": int(sum(r["vocab_bytes"] for r in res)),
                     "units_total": int(doc_units[-1]), "units": len(res)}
-            self.store.mark_done(f"stage/hash{seed}", meta)
+            # the windows and cut stages read the chunks' files: checked with the stage
+            self.store.mark_done(f"stage/hash{seed}", meta,
+                                 [f"hash{seed}/uh.npy", f"hash{seed}/doc_units.npy"], keys)
         self.hash_meta = meta
         self.job["unit_starts"] = np.concatenate([[0], np.cumsum(meta["chunk_units"])]).astype(
             np.int64)

@@ -98,8 +98,9 @@ def needs_signatures(cfg: Config) -> bool:
 
 # -- prepare -------------------------------------------------------------------
 
-def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
-    """Normalize one chunk and store what the later stages need."""
+def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> tuple[dict, list]:
+    """Normalize one chunk and store what the later stages need; its
+    metadata and the files it wrote."""
     cfg = ctx.cfg
     st = ctx.store
     be = backend_of(ctx)
@@ -107,8 +108,11 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
     texts = d["texts"]
     n = len(texts)
     roff, rdata = text_buffers(texts)
+    p = f"prep/{key}"
+    files = [f"{p}/text.arrow", f"{p}/fp.npy", f"{p}/active.npy", f"{p}/loc.npy"]
     if cfg.keep == "longest":        # first: a device keeps the normalized text afterwards
-        st.save_npy(f"prep/{key}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
+        st.save_npy(f"{p}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
+        files.append(f"{p}/lengths.npy")
     counted = getattr(be, "normalize_counted", None)
     if counted is not None:            # a device: how many documents went to the host
         norm, on_host = counted(texts, cfg.normalize)
@@ -124,14 +128,14 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> dict:
         ioff, idata = text_buffers(ids)
         st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
         st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
+        files += [f"{p}/idfp.npy", f"{p}/ids.arrow"]
     st.save_npy(f"prep/{key}/fp.npy", fp)
     st.save_npy(f"prep/{key}/active.npy", active)
     st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
     meta = chunk_meta(unit, key, d, n)
     meta.update(active=int(active.sum()), text_bytes=int(data.size if n else 0),
                 raw_bytes=int(rdata.size if n else 0), host_normalized=on_host)
-    st.mark_done(f"prep/{key}", meta)
-    return meta
+    return meta, files
 
 
 def task_prepare(unit: dict, ctx: Ctx) -> dict:
@@ -143,25 +147,27 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
 def read_unit(unit: dict, ctx: Ctx, save) -> dict:
     """Read one read unit (:func:`gpu_dedup.io.plan.plan_reads`) and hand each
     of its chunks to ``save(ctx, unit, key, d)``, which stores what its stage
-    needs and returns the chunk's metadata (marked done under
-    ``prep/{key}``). A completed unit is reused; a compressed stream skips
-    its completed chunks. Returns ``{"chunks": [meta, ...], "reused": k}``,
+    needs and returns the chunk's metadata and the files it wrote (marked
+    done under ``prep/{key}``). A completed unit is reused; a compressed
+    stream skips its completed chunks. Returns ``{"chunks": [meta, ...], "reused": k}``,
     or ``{"error": exc}`` for bad input, so that the run can report the
     first error in input order."""
     st = ctx.store
     tf, idf, bad = ctx.text_field, ctx.id_field, ctx.on_bad_record
-    done = st.done(f"prep/{unit['key']}")
-    if done is not None and unit["kind"] != "stream":
-        return {"chunks": [done], "reused": 1}
     try:
-        if unit["kind"] == "array":
-            texts = st.column("input/texts")
-            d = {"texts": texts, "ids": None, "lines": np.arange(1, len(texts) + 1),
-                 "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
-            return {"chunks": [save(ctx, unit, unit["key"], d)], "reused": 0}
         if unit["kind"] != "stream":
-            d = read_piece(unit, tf, idf, bad)
-            return {"chunks": [save(ctx, unit, unit["key"], d)], "reused": 0}
+            done = st.done(f"prep/{unit['key']}")
+            if done is not None:
+                return {"chunks": [done], "reused": 1}
+            if unit["kind"] == "array":
+                texts = st.column("input/texts")
+                d = {"texts": texts, "ids": None, "lines": np.arange(1, len(texts) + 1),
+                     "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
+            else:
+                d = read_piece(unit, tf, idf, bad)
+            meta, files = save(ctx, unit, unit["key"], d)
+            st.mark_done(f"prep/{unit['key']}", meta, files)
+            return {"chunks": [meta], "reused": 0}
         # a compressed stream: chunks as they come, skipping completed ones
         metas = []
         reused = 0
@@ -178,9 +184,9 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
             d = parse_jsonl_piece(path, blocks, lines, tf, idf, bad)
             del blocks
             d.update(path=path, compression=unit["compression"])
-            meta = save(ctx, {**unit, "chunk": k}, key, d)
+            meta, files = save(ctx, {**unit, "chunk": k}, key, d)
             meta.update(lines_before=lines, lines_read=int(d["lines_read"]))
-            st.mark_done(f"prep/{key}", meta)
+            st.mark_done(f"prep/{key}", meta, files)
             metas.append(meta)
             lines += int(d["lines_read"])
             del d
@@ -276,7 +282,8 @@ def task_exact(item: tuple, ctx: Ctx) -> dict:
                 g = int(first.min())
                 dup = [g, int(iix[dups][first == g].min())]
     meta = {"dup": dup, "pid": os.getpid()}
-    st.mark_done(unit, meta)
+    st.mark_done(unit, meta, [f"{unit}/reps.npy", f"{unit}/members.npy",
+                              f"{unit}/member_rep.npy"])
     return {**meta, "reused": 0}
 
 
@@ -303,10 +310,12 @@ def task_signatures(block: dict, ctx: Ctx) -> dict:
     del off, data
     st.save_npy(f"{unit}.keys.npy", np.ascontiguousarray(keys.T))
     del keys
+    files = [f"{unit}.keys.npy"]
     if needs_signatures(cfg):
         st.save_npy(f"{unit}.sig.npy", host(be, sig))
+        files.append(f"{unit}.sig.npy")
     meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
-    st.mark_done(unit, meta)
+    st.mark_done(unit, meta, files)
     return {**meta, "reused": 0}
 
 
@@ -358,12 +367,14 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
         st.save_npy(f"{name}.off.npy", off)
         st.save_npy(f"{name}.members.npy", members)
         meta = {"buckets": int(off.size - 1), "entries": int(members.size), "pid": os.getpid()}
+        files = [f"{name}.off.npy", f"{name}.members.npy"]
     else:
         edges = host(be, be.segment_bucket_edges(flat, d, seg))
         del flat, d
         st.save_npy(f"{name}.npy", edges)
         meta = {"edges": int(edges.size), "pid": os.getpid()}
-    st.mark_done(name, meta)
+        files = [f"{name}.npy"]
+    st.mark_done(name, meta, files)
     return {**meta, "reused": 0}
 
 
