@@ -20,6 +20,7 @@ from gpu_dedup.pipeline import run as _pipeline_run
 from gpu_dedup.engine.plan import make_plan
 from gpu_dedup.engine.tasks import key_partition
 from gpu_dedup.io.plan import plan_reads, stream_chunks
+from gpu_dedup.output import SUCCESS_NAME
 
 # Few words and narrow bands: many unrelated documents share buckets, so
 # that, with a small bucket bound, the greedy selection needs scores outside
@@ -109,7 +110,8 @@ def output_bytes(folder) -> dict[str, bytes]:
     out = {}
     for root, _dirs, names in os.walk(folder):
         for n in names:
-            if n in ("report.json", "report.html") or n.startswith(".gpu-dedup"):  # timings
+            # timings (the manifest holds report.json's hash and the time written)
+            if n in ("report.json", "report.html", SUCCESS_NAME) or n.startswith(".gpu-dedup"):
                 continue
             p = os.path.join(root, n)
             with open(p, "rb") as f:
@@ -331,9 +333,12 @@ def test_overwrite_replaces_the_output(corpus, tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     (out / "old").write_text("x")
-    report = run_staged(paths, str(out), CFG, overwrite=True, memory_limit="256KiB")
-    assert (out / "old").read_text() == "x"      # not ours: left alone
+    with pytest.raises(InputError, match="old"):   # not ours: refused and left alone
+        run_staged(paths, str(out), CFG, overwrite=True, memory_limit="256KiB")
+    assert (out / "old").read_text() == "x"
     (out / "old").unlink()
+    run_staged(paths, str(out), CFG, memory_limit="256KiB")
+    report = run_staged(paths, str(out), CFG, overwrite=True, memory_limit="256KiB")
     assert_same(ref_report, ref, report, str(out))
 
 
