@@ -49,7 +49,7 @@ from numba import njit, prange
 from .arrays import unique
 from .config import parse_normalize
 from .errors import ConfigError
-from .kernels.cpu import _intersect_sorted
+from .kernels.primitives import intersect_sorted
 
 #: Tolerance on the filters' bounds (see the module docstring).
 _EPS = 1e-7
@@ -105,7 +105,7 @@ def _brute_counts(set_off, values, t):
             lj = set_off[j + 1] - set_off[j]
             if lj == 0:
                 continue
-            inter = _intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
+            inter = intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
             if inter / (li + lj - inter) >= t:
                 c += 1
         counts[i] = c
@@ -124,7 +124,7 @@ def _brute_fill(set_off, values, t, start, pa_, pb_, ps_):
             lj = set_off[j + 1] - set_off[j]
             if lj == 0:
                 continue
-            inter = _intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
+            inter = intersect_sorted(values, set_off[i], set_off[i + 1], set_off[j], set_off[j + 1])
             s = inter / (li + lj - inter)
             if s >= t:
                 pa_[p] = i
@@ -237,7 +237,7 @@ def _probe(px, order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_le
         y = order[py]
         ly = sizes[y]
         y0 = set_off[y]
-        inter = c + _intersect_sorted(toks, x0 + lastx[py] + 1, x0 + lx, y0 + lasty[py] + 1, y0 + ly)
+        inter = c + intersect_sorted(toks, x0 + lastx[py] + 1, x0 + lx, y0 + lasty[py] + 1, y0 + ly)
         s = inter / (lx + ly - inter)
         if s >= t:
             if emit:

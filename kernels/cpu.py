@@ -14,17 +14,12 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# defined in kernels.buckets and kernels.greedy; importable from here as before
-from .buckets import (bucket_edges, bucket_hashes, connected, first_equal,  # noqa: F401
-                      segment_bucket_edges, segment_buckets, union_edges)
-from .greedy import greedy_pass, table_insert, window_pairs  # noqa: F401
+# defined in kernels.buckets; importable from here as before
+from .buckets import bucket_edges, segment_bucket_edges, segment_buckets  # noqa: F401
 from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
 from .primitives import (agreement, band_key, doc_shingle_hashes, fold_minima,
-                         intersect_sorted, jaccard_runs, sorted_unique)
+                         jaccard_runs, sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
-
-#: The name an older importer uses for :func:`kernels.primitives.intersect_sorted`.
-_intersect_sorted = intersect_sorted
 
 SEED0 = U64(0)
 BLOCK = 256

@@ -57,14 +57,14 @@ def test_nulls_stay_null_and_the_rest_is_folded():
 
 
 def test_the_ascii_kernel_equals_the_arrow_steps_in_every_order():
-    """``kernels.hashing.ascii_normalize_doc`` (what a device runs on ASCII
+    """``kernels.text.ascii_normalize_doc`` (what a device runs on ASCII
     documents) against the host steps, on random ASCII with every control
     character, for every sequence of up to three steps; a non-ASCII document
     is left to the host (-1)."""
     import itertools
     import random
 
-    from gpu_dedup.kernels.hashing import STEP_CODES, ascii_normalize_doc
+    from gpu_dedup.kernels.text import STEP_CODES, ascii_normalize_doc
     from gpu_dedup.stages.normalize import normalize_text, text_buffers
     rng = random.Random(0)
     alphabet = [chr(c) for c in range(128)]

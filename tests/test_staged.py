@@ -15,7 +15,7 @@ import pytest
 from gpu_dedup.config import Config
 from gpu_dedup.engine import deduplicate
 from gpu_dedup.errors import ConfigError, InputError
-from gpu_dedup.kernels import cpu
+from gpu_dedup.kernels.buckets import bucket_edges, segment_bucket_edges
 from gpu_dedup.pipeline import run as _pipeline_run
 from gpu_dedup.engine.plan import make_plan
 from gpu_dedup.engine.tasks import key_partition
@@ -49,7 +49,7 @@ def run_staged(inputs, output, cfg, memory_limit=None, **kw):
 
 
 def anchor_edges_segments(keys, docs, seg):
-    return cpu.segment_bucket_edges(keys, docs, seg)
+    return segment_bucket_edges(keys, docs, seg)
 
 
 def anchor_edges(keys):
@@ -202,7 +202,7 @@ def test_key_partitions_give_the_bucket_edges_of_the_whole():
     for n, b, distinct in [(1, 1, 1), (50, 3, 5), (2000, 7, 300), (5000, 4, 4000)]:
         keys = rng.integers(0, distinct, size=(n, b)).astype(np.uint64)
         keys *= np.uint64(0x9E3779B97F4A7C15)
-        want = cpu.bucket_edges(keys, np.ones(n, dtype=np.bool_))
+        want = bucket_edges(keys, np.ones(n, dtype=np.bool_))
         assert np.array_equal(anchor_edges(keys), want)
         for parts in (2, 5):
             flat, docs, seg = [], [], [0]

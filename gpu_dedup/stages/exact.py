@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..kernels.cpu import first_equal
+from ..kernels.buckets import first_equal
 
 
 def exact_representatives(fingerprints: np.ndarray, active: np.ndarray) -> np.ndarray:

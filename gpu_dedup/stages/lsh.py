@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import unique
-from ..kernels.cpu import bucket_hashes, connected, union_edges
+from ..kernels.buckets import bucket_hashes, connected, union_edges
 
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)

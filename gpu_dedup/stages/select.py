@@ -36,8 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import unique
-from ..kernels.cpu import greedy_pass, table_insert, window_pairs
-from ..kernels.greedy import candidate_mask
+from ..kernels.greedy import candidate_mask, greedy_pass, table_insert, window_pairs
 from .lsh import pack_edges as pack, unpack_edges as unpack
 
 _S32 = np.uint64(32)
