@@ -3,10 +3,22 @@
 :func:`unique` is ``np.unique`` for 1-D arrays by one sort and a comparison
 of neighbours, which recent NumPy releases make many times faster than
 ``np.unique`` on the million-element integer arrays the stages pass around.
+:func:`to_host` is the one way an array on a device (CuPy) comes back as a
+NumPy array.
 """
 from __future__ import annotations
 
 import numpy as np
+
+
+def to_host(x) -> np.ndarray:
+    """``x`` as a NumPy array: returned as is when it is one, copied from the
+    device with ``.get()`` when it has one (a CuPy array), else
+    ``np.asarray(x)``."""
+    if isinstance(x, np.ndarray):
+        return x
+    get = getattr(x, "get", None)
+    return get() if callable(get) else np.asarray(x)
 
 
 def unique(x, return_inverse: bool = False, return_counts: bool = False):

@@ -30,3 +30,22 @@ def test_concat_csr_shifts_offsets_and_keeps_the_value_type():
     assert val.tolist() == [5, 6, 7, 8, 9]
     empty = concat_csr([])
     assert empty[0].tolist() == [0] and empty[1].size == 0
+
+
+def test_to_host_gives_numpy_arrays_from_host_and_device_arrays():
+    from gpu_dedup.arrays import to_host
+
+    class DeviceArray:                  # what CuPy's arrays offer: .get() copies to the host
+        def __init__(self, values):
+            self.values = values
+
+        def get(self):
+            return np.array(self.values, np.int64)
+
+    x = np.arange(4)
+    assert to_host(x) is x                                   # already on the host: as is
+    got = to_host(DeviceArray([3, 1, 2]))
+    assert isinstance(got, np.ndarray) and got.tolist() == [3, 1, 2]
+    got = to_host([5, 6])                                    # anything array-like
+    assert isinstance(got, np.ndarray) and got.tolist() == [5, 6]
+    assert to_host(np.uint64(7)) == 7

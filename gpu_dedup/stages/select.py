@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import unique
+from ..arrays import to_host, unique
 from ..kernels.greedy import candidate_mask, greedy_pass, table_insert, window_pairs
 from .lsh import pack_edges as pack, unpack_edges as unpack
 
@@ -274,7 +274,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     del out
     voff = xp.searchsorted(keys, xp.arange(n + 1, dtype=xp.uint64) << xp.uint64(32))
     voff = voff.astype(i64)
-    vals = xp.asarray(_scores(score_fn, _host(_swap(keys))))
+    vals = xp.asarray(_scores(score_fn, to_host(_swap(keys))))
     # the pairs scored since, sorted: small next to the windows
     memo = [xp.zeros(0, dtype=xp.uint64), xp.zeros(0, dtype=xp.float64)]
 
@@ -285,7 +285,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
         k.missing_round(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
                         *memo, threshold, accept_all, out)
         new = xp.unique(out)
-        s = xp.asarray(_scores(score_fn, _host(_swap(new))))
+        s = xp.asarray(_scores(score_fn, to_host(_swap(new))))
         mk = xp.concatenate([memo[0], new])
         order = xp.argsort(mk)
         memo[:] = [mk[order], xp.concatenate([memo[1], s])[order]]
@@ -335,10 +335,6 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
 def _swap(packed):
     """``a << 32 | b`` as ``b << 32 | a``."""
     return (packed << _S32) | (packed >> _S32)
-
-
-def _host(x):
-    return x.get() if hasattr(x, "get") else x
 
 
 @dataclass
