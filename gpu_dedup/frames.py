@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 
 from .config import Config
 from .errors import ConfigError, InputError
+from .ids import duplicate_id_error, first_duplicate
 
 __all__ = ["ADDED_COLUMNS", "deduplicate_frame"]
 
@@ -255,14 +256,12 @@ def _ids(col, name: str) -> pa.Array:
 
 
 def _check_unique(ids: pa.Array, name: str) -> None:
-    if pc.count_distinct(ids).as_py() == len(ids):
-        return
-    first = {}
-    for row, v in enumerate(ids.to_pylist()):
-        if v in first:
-            raise InputError(f"deduplicate_frame: column {name!r}: row {row}: duplicate id "
-                             f"{v!r} (first at row {first[v]})")
-        first[v] = row
+    pair = first_duplicate(ids)
+    if pair is not None:
+        first, second = pair
+        raise duplicate_id_error(ids[first].as_py(),
+                                 f"deduplicate_frame: column {name!r}: row {second}",
+                                 f"row {first}", hint=None)
 
 
 def _check_no_nulls(texts, name: str, ids) -> None:

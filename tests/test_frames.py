@@ -258,6 +258,15 @@ def test_a_null_text_names_its_row(kind, corpus):
     assert "\n" not in msg and "row 12" in msg and "doc-012" in msg and "'text'" in msg
 
 
+def test_a_repeated_id_is_named_as_a_file_run_names_it():
+    """Of the ids that occur more than once, the one seen first is named, at
+    its second row: the rule of reading files (gpu_dedup.ids.first_duplicate)."""
+    table = pa.table({"id": ["x", "y", "y", "x"], "text": ["a b", "c d", "e f", "g h"]})
+    with pytest.raises(InputError, match=r"column 'id': row 3: duplicate id 'x' "
+                                         r"\(first at row 0\)"):
+        deduplicate_frame(table, id="id")
+
+
 def test_other_bad_input_is_refused(corpus):
     rows, _ = corpus
     table = pa.Table.from_pylist(rows[:30])

@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..errors import InputError
+from ..ids import duplicate_id_error, first_duplicate
 from ..paths import plain_relative
 from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, check_datasets_folder, datasets_files,
                     is_datasets_folder, read_arrow_shard, write_kept_ipc)
@@ -457,12 +458,7 @@ def read_corpus(paths: list[str], text_field: str = "text", id_field: str | None
 
 
 def _check_unique_ids(c: Corpus) -> None:
-    n = len(c.ids)
-    if n == 0 or pc.count_distinct(c.ids).as_py() == n:
-        return
-    counts = pc.value_counts(c.ids)
-    dup = counts.filter(pc.greater(counts.field("counts"), 1))[0]["values"].as_py()
-    where = np.flatnonzero(pc.equal(c.ids, dup).to_numpy(zero_copy_only=False))
-    raise InputError(f"{c.locate(int(where[1]))}: duplicate id {dup!r} "
-                     f"(first at {c.locate(int(where[0]))}); ids must be unique, "
-                     f"or pass --id-field none to generate them")
+    pair = first_duplicate(c.ids)
+    if pair is not None:
+        first, second = pair
+        raise duplicate_id_error(c.ids[first].as_py(), c.locate(second), c.locate(first))
