@@ -151,6 +151,32 @@ def test_text_units_location_and_generated_ids(tmp_path):
     assert generated_ids("x.jsonl", np.array([3, 5])).to_pylist() == ["x.jsonl:3", "x.jsonl:5"]
 
 
+def test_locations_and_generated_ids_have_one_definition(tmp_path):
+    """A read unit and a whole shard say where a record is, and make its
+    generated id, through the same two functions of io.sources, for every
+    format; a text shard's generated ids are its files' paths."""
+    from gpu_dedup.io import plan, sources
+    assert plan.generated_ids is sources.generated_ids
+    d = tmp_path / "docs"
+    (d / "sub").mkdir(parents=True)
+    (d / "a.txt").write_text("one two")
+    (d / "sub" / "b.txt").write_text("three four")
+    sh = read_shard(str(d), "text", None)
+    assert sh.generated_ids().to_pylist() == [str(d / "a.txt"), str(d / "sub" / "b.txt")]
+    assert sources.generated_ids(sh.path, sh.locations, sh.files).equals(sh.generated_ids())
+    assert sources.generated_ids(sh.path, np.array([2]), sh.files).to_pylist() == \
+        [str(d / "sub" / "b.txt")]
+    for fmt, path, files in (("jsonl", "x.jsonl", None), ("parquet", "x.pq", None),
+                             ("arrow", "x.arrow", None), ("datasets", "ds", None),
+                             ("txt", str(d), sh.files)):
+        meta = {"fmt": fmt, "path": path, "files": files}
+        shard = sources.Shard(path, fmt, None, pa.array([], pa.large_string()), None,
+                              np.array([1, 2]), files=files)
+        for loc in (1, 2):
+            assert location(meta, loc) == shard.location(loc) == \
+                sources.record_location(fmt, path, loc, files)
+
+
 def test_whole_unit_matches_read_shard(tmp_path):
     p = tmp_path / "a.jsonl"
     p.write_bytes(_jsonl(_records(20, seed=5)))

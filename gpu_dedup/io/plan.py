@@ -9,8 +9,8 @@ compressed JSONL file to be cut into chunks while it is decompressed
 (``stream``, see :func:`stream_chunks`). :func:`read_piece` reads one unit of
 the first three kinds; :func:`parse_jsonl_piece` parses one chunk of a
 stream. Every record keeps the location (line, row or file number) a whole
-read gives it, so :func:`location` and :func:`generated_ids` say what
-:class:`gpu_dedup.io.sources.Shard` says.
+read gives it, so :func:`location` and :func:`generated_ids` (both from
+:mod:`gpu_dedup.io.sources`) say what :class:`gpu_dedup.io.sources.Shard` says.
 
 :func:`input_bytes` measures how much text an input holds (from file sizes,
 compressed-format trailers and headers, or Parquet metadata), which is what
@@ -22,7 +22,6 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
@@ -30,8 +29,8 @@ from .jsonl import BLOCK_BYTES, BOM, ShardReadState, compression_of, iter_blocks
 from .fs import getsize, open_binary
 from .parquet import _open as _open_parquet
 from .parquet import read_parquet_shard
-from .sources import format_of, group_inputs, read_shard
-from .stdin import display_name, resolve
+from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
+from .stdin import resolve
 from .txt import list_txt
 
 #: Estimated decompressed bytes per compressed byte where a file does not say.
@@ -346,25 +345,10 @@ def read_piece(unit: dict, text_field: str, id_field: str | None,
 
 
 def location(meta: dict, loc: int) -> str:
-    """Where a record is, as :meth:`gpu_dedup.io.sources.Shard.location` says
-    it; ``meta`` is a unit of :func:`plan_reads` (or anything with its
-    ``fmt``, ``path`` and ``files``)."""
-    fmt = meta["fmt"]
-    path = meta["path"]
-    if fmt == "jsonl":
-        return f"{display_name(path)}:{int(loc)}"
-    if fmt in ("parquet", "arrow", "datasets"):
-        return f"{display_name(path)}: row {int(loc)}"
-    return display_name(os.path.join(path, meta["files"][int(loc) - 1]))
-
-
-def generated_ids(path: str, locations: np.ndarray) -> pa.Array:
-    """``FILE:LINE`` (``FILE:ROW``) ids, as
-    :meth:`gpu_dedup.io.sources.Shard.generated_ids` makes them."""
-    sep = pa.scalar("", pa.large_string())
-    return pc.binary_join_element_wise(pa.scalar(f"{display_name(path)}:", pa.large_string()),
-                                       pa.array(locations, pa.int64()).cast(pa.large_string()),
-                                       sep)
+    """Where a record is (:func:`gpu_dedup.io.sources.record_location`);
+    ``meta`` is a unit of :func:`plan_reads` (or anything with its ``fmt``,
+    ``path`` and ``files``)."""
+    return record_location(meta["fmt"], meta["path"], loc, meta.get("files"))
 
 
 # ---------------------------------------------------------------------------

@@ -233,6 +233,29 @@ def _checked_txt(root: str) -> list[str]:
     return files
 
 
+def record_location(fmt: str, path: str, loc: int, files: list | None = None) -> str:
+    """Where record ``loc`` of an input is, for messages: ``FILE:LINE``
+    (JSONL), ``FILE: row N`` (Parquet, Arrow, ``datasets``), or the path of
+    text file number ``loc`` (1-based) of ``files``, relative to ``path``."""
+    if fmt == "jsonl":
+        return f"{display_name(path)}:{int(loc)}"
+    if fmt in ("parquet", "arrow", "datasets"):
+        return f"{display_name(path)}: row {int(loc)}"
+    return display_name(os.path.join(path, files[int(loc) - 1]))
+
+
+def generated_ids(path: str, locations: np.ndarray, files: list | None = None) -> pa.Array:
+    """The ids of records that have none: ``FILE:LINE`` (``FILE:ROW``) from
+    their ``locations``, or, for a text shard (``files``: its files relative
+    to ``path``), the path of text file number ``location``."""
+    if files is not None:
+        return pa.array([display_name(os.path.join(path, files[int(loc) - 1]))
+                         for loc in np.asarray(locations).tolist()], type=pa.large_string())
+    nums = pa.array(locations, type=pa.int64()).cast(pa.large_string())
+    return pc.binary_join_element_wise(pa.scalar(f"{display_name(path)}:", pa.large_string()),
+                                       nums, pa.scalar("", pa.large_string()))
+
+
 @dataclass
 class Shard:
     """One input shard: its texts, ids and what is needed to write its kept rows.
@@ -263,21 +286,12 @@ class Shard:
 
     def location(self, loc: int) -> str:
         """``FILE:LINE``, ``FILE: row N`` or the text file, for messages."""
-        if self.fmt == "jsonl":
-            return f"{display_name(self.path)}:{int(loc)}"
-        if self.fmt in ("parquet", "arrow", "datasets"):
-            return f"{display_name(self.path)}: row {int(loc)}"
-        return display_name(os.path.join(self.path, self.files[int(loc) - 1]))
+        return record_location(self.fmt, self.path, loc, self.files)
 
     def generated_ids(self) -> pa.Array:
         """``FILE:LINE`` (``FILE:ROW``) ids, or the text files' paths."""
-        if self.fmt == "txt":
-            return pa.array([display_name(os.path.join(self.path, f)) for f in self.files],
-                            type=pa.large_string())
-        nums = pa.array(self.locations, type=pa.int64()).cast(pa.large_string())
-        return pc.binary_join_element_wise(pa.scalar(f"{display_name(self.path)}:",
-                                                     pa.large_string()), nums,
-                                           pa.scalar("", pa.large_string()))
+        return generated_ids(self.path, self.locations,
+                             self.files if self.fmt == "txt" else None)
 
     def write_kept(self, keep: np.ndarray, path: str, block_bytes: int = BLOCK_BYTES) -> int:
         """Write the kept records (``keep``: one flag per record) to ``path``,
