@@ -4,8 +4,12 @@ runner over a store through an executor.
 * :mod:`~gpu_dedup.engine.plan`: the budget split and the choice of store;
 * :mod:`~gpu_dedup.engine.store`: memory or the work directory on disk;
 * :mod:`~gpu_dedup.engine.tasks`: one function per stage over one partition;
-* :mod:`~gpu_dedup.engine.runner`: the stages in order, and the outputs;
-* :mod:`~gpu_dedup.engine.executors`: in process, Dask threads, a Dask cluster.
+* :mod:`~gpu_dedup.engine.runner`: the stages in order (the last one in
+  :mod:`~gpu_dedup.engine.select_stage`), and the outputs
+  (:mod:`~gpu_dedup.engine.outputs`);
+* :mod:`~gpu_dedup.engine.executors`: in process, Dask threads, a Dask cluster;
+* :mod:`~gpu_dedup.engine.substr`: exact-substring deduplication over the same
+  machinery (its outputs in :mod:`~gpu_dedup.engine.substr_output`).
 
 :func:`deduplicate` runs it over an Arrow array in memory; files go through
 :func:`gpu_dedup.pipeline.run`, the same runner.
@@ -17,10 +21,12 @@ import pyarrow as pa
 from ..config import Config
 from .result import DedupResult, scurve_summary
 
-__all__ = ["DedupResult", "deduplicate", "scurve_summary"]
+__all__ = ["DedupResult", "as_text_array", "deduplicate", "scurve_summary"]
 
 
-def _as_array(texts) -> pa.Array:
+def as_text_array(texts) -> pa.Array:
+    """``texts`` (an Arrow string array, chunked or not, or a list of str) as
+    one ``large_string`` array; ValueError for anything else."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if not isinstance(texts, pa.Array):
@@ -30,6 +36,9 @@ def _as_array(texts) -> pa.Array:
     if not pa.types.is_large_string(texts.type):
         raise ValueError(f"texts must be strings, got Arrow type {texts.type}")
     return texts
+
+
+_as_array = as_text_array          # the former name, for callers not yet moved
 
 
 def deduplicate(texts, config: Config | None = None, backend=None, *, memory_limit=None,
@@ -68,7 +77,7 @@ def deduplicate(texts, config: Config | None = None, backend=None, *, memory_lim
     from .store import MemoryStore
     cfg = (config or Config()).resolved()
     be = backend if backend is not None else get_backend("cpu")[0]
-    texts = _as_array(texts)
+    texts = as_text_array(texts)
     if texts.null_count:
         raise ValueError("texts must not contain nulls")
     budget = parse_size(memory_limit) if memory_limit is not None else default_budget()

@@ -10,42 +10,35 @@ files, in memory or out of core, in this process or on Dask. Only the store
 Between the stages the runner keeps what every later stage needs, per
 document: about 50 bytes (representative, cluster and kept flags, the
 union-find of the components) plus the candidate edges.
+
+The last stage is :mod:`~gpu_dedup.engine.select_stage`; what a finished
+run writes, :mod:`~gpu_dedup.engine.outputs`.
 """
 from __future__ import annotations
 
 import logging
 import math
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from ..arrays import concat_csr, distinct_count, unique
+from ..arrays import concat_csr, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..io.plan import location
-from ..io.sources import Shard, output_names
-from ..memory import release_memory
-from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
-from ..stages.select import chaining_summary, similarity_summary
 from ..timing import StageTimer
 from . import tasks
-from .tasks import BandKeys, Ctx, edges_digest, gather, gather_ids
+from .outputs import RunOutputs
+from .select_stage import SelectStage
+from .tasks import BandKeys, Ctx, edges_digest, gather_ids
 
 log = logging.getLogger("gpu_dedup")
 
-#: Rows per Parquet row group, as ``pyarrow.parquet.write_table`` writes them;
-#: writing the same row groups one by one gives the same bytes.
-ROW_GROUP = 1 << 20
 #: Stage names, in order, as report.json lists their seconds.
 STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "select")
-#: The per-document and per-pair result arrays (``final/NAME.npy``).
-FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
-         "pair_similarity", "pair_exact")
 _U64 = np.uint64
 
 
@@ -75,7 +68,7 @@ class Context:
         return pa.array(out, pa.string())
 
 
-class Runner:
+class Runner(SelectStage, RunOutputs):
     """Runs the stages over ``store`` with ``executor``.
 
     Args:
@@ -587,349 +580,3 @@ class Runner:
         row = np.full(self.N, -1, dtype=np.int64)
         row[docs] = np.arange(docs.size, dtype=np.int64)
         return sets, row
-
-    def select(self) -> None:
-        """Per document: kept, the kept document it duplicates and the
-        similarity to it, its cluster; and the verified pairs."""
-        meta = self._stage_done("select")
-        st = self.store
-        if meta is None:
-            N = self.N
-            members = st.load_npy("exact/members.npy")
-            member_rep = st.load_npy("exact/member_rep.npy")
-            rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
-            rep_doc[members] = member_rep
-            ea, eb, sim, is_exact = self._pairs(members, member_rep)
-            n_exact = int(members.size)
-            del members, member_rep
-            if self.cfg.cluster == "greedy":
-                kept, dup, dsim = self._select_greedy(rep_doc)
-                cluster = np.where(kept, np.arange(N, dtype=np.int64), dup)
-            else:
-                kept, cluster = self._select_components(ea, eb)
-                dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
-            removed = ~kept
-            removed[:self.C] = False            # the context is no output
-            exact = removed & (rep_doc == rep_doc[np.maximum(dup, 0)])
-            exact_removed = int(np.count_nonzero(exact))
-            if self.C:
-                n_exact = int(np.count_nonzero(eb[is_exact] >= self.C))
-            for name, arr in zip(FINAL, (cluster, kept, dup, dsim, ea, eb, sim, is_exact)):
-                st.save_npy(f"final/{name}.npy", arr)
-            rsim = dsim[removed]
-            n_kept = int(kept[self.C:].sum())
-            meta = {"kept": n_kept, "clusters": n_kept,
-                    "duplicate_clusters": distinct_count(cluster[removed]),
-                    "exact_removed": exact_removed, "exact_edges": n_exact,
-                    "removed_similarity": similarity_summary(rsim, float(self.cfg.threshold)),
-                    "units": 1}
-            if self.cfg.cluster == "components":
-                meta["chaining"] = chaining_summary(cluster, kept, rsim,
-                                                    float(self.cfg.threshold))
-            del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
-            st.mark_done("stage/select", meta, [f"final/{n}.npy" for n in FINAL])
-        self.select_meta = meta
-
-    def _pairs(self, members, member_rep):
-        """The exact and the accepted pairs, as document indices ``a < b``,
-        sorted: ``(a, b, similarity, exact)``."""
-        st = self.store
-        fa, fb = unpack_edges(st.load_npy("verify/accepted.npy"))
-        scores = st.load_npy("verify/scores.npy")
-        fa = self.reps[fa]
-        fb = self.reps[fb]
-        ea = np.concatenate([member_rep, fa])
-        eb = np.concatenate([members, fb])
-        sim = np.concatenate([np.ones(members.size), scores])
-        is_exact = np.concatenate([np.ones(members.size, dtype=bool),
-                                   np.zeros(fa.size, dtype=bool)])
-        del fa, fb, scores
-        lo = np.minimum(ea, eb)
-        hi = np.maximum(ea, eb)
-        del ea, eb
-        order = np.argsort(pack_edges(lo, hi), kind="stable")
-        return lo[order], hi[order], sim[order], is_exact[order]
-
-    def _select_greedy(self, rep_doc):
-        """Documents from the representatives' selection: a surviving group
-        of identical texts keeps its best document (the first, or the
-        longest) and the rest name it at similarity 1; a removed group names
-        the kept document its representative duplicates."""
-        st = self.store
-        N = self.N
-        best = st.load_npy("verify/best.npy")
-        rep_kept = st.load_npy("verify/rep_kept.npy")
-        rep_dup = st.load_npy("verify/rep_dup.npy")
-        rep_sim = st.load_npy("verify/rep_sim.npy")
-        kept = np.ones(N, dtype=bool)
-        dup = np.full(N, -1, np.int64)
-        dsim = np.full(N, np.nan)
-        in_group = np.zeros(N, dtype=bool)
-        in_group[self.reps] = True
-        in_group |= rep_doc != np.arange(N)
-        docs = np.flatnonzero(in_group)
-        g = np.searchsorted(self.reps, rep_doc[docs])
-        survives = rep_kept[g]
-        kept[docs] = survives & (docs == best[g])
-        target = np.where(survives, best[g], best[np.maximum(rep_dup[g], 0)])
-        gone = ~kept[docs]
-        dup[docs[gone]] = target[gone]
-        dsim[docs[gone]] = np.where(survives[gone], 1.0, rep_sim[g[gone]])
-        return kept, dup, dsim
-
-    def _select_components(self, ea, eb):
-        """Connected components of the pairs, and the kept document of each."""
-        cfg = self.cfg
-        labels = tasks.host(self.be, self.be.components(self.N, ea, eb))
-        cluster = cluster_ids(labels)
-        del labels
-        lengths = self._lengths() if cfg.keep == "longest" else np.zeros(0)
-        return choose_kept(cluster, lengths, cfg.keep), cluster
-
-    def _duplicate_of_components(self, kept, cluster, rep_doc):
-        """Each removed document's cluster's kept document, and the
-        similarity between the two (scored; 1 for identical texts)."""
-        N = self.N
-        k = np.flatnonzero(kept)
-        kept_of = np.full(N, -1, np.int64)
-        kept_of[cluster[k]] = k
-        dup = np.where(kept, -1, kept_of[cluster])
-        dsim = np.full(N, np.nan)
-        r = np.flatnonzero(~kept)
-        if r.size:
-            pa_ = np.searchsorted(self.reps, rep_doc[dup[r]])
-            pb_ = np.searchsorted(self.reps, rep_doc[r])
-            same = pa_ == pb_
-            dsim[r[same]] = 1.0
-            diff = ~same
-            if diff.any():
-                packed = pack_edges(np.minimum(pa_[diff], pb_[diff]),
-                                    np.maximum(pa_[diff], pb_[diff]))
-                u, inv = unique(packed, return_inverse=True)
-                dsim[r[diff]] = self._scorer("select")(u)[inv]
-        return dup, dsim
-
-    # -- results ----------------------------------------------------------
-    def final(self, name: str, mmap: bool = False) -> np.ndarray:
-        """A per-document or per-edge result array (``cluster``, ``kept``,
-        ``duplicate_of``, ``similarity``, ``pair_a``, ``pair_b``,
-        ``pair_similarity``, ``pair_exact``)."""
-        return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
-
-    def stats(self) -> dict:
-        N = self.N - self.C              # the outputs' documents
-        m = self.select_meta
-        removed = N - m["kept"]
-        v = self.verify_meta
-        lsh = self.lsh_meta
-        active = sum(c["active"] for c in self.chunks if not (self.C and c["file"] == 0))
-        stats = {
-            "documents": N,
-            "documents_without_shingles": int(N - active),
-            "kept": m["kept"],
-            "removed": removed,
-            "exact_removed": m["exact_removed"],
-            "fuzzy_removed": removed - m["exact_removed"],
-            "clusters": m["clusters"],
-            "duplicate_clusters": m["duplicate_clusters"],
-            "cluster_mode": self.cfg.cluster,
-            "exact_edges": m["exact_edges"],
-            "buckets": lsh.get("buckets"),
-            "bucket_entries": lsh.get("bucket_entries"),
-            "candidate_edges": v["candidates"],
-            "first_round_candidates": lsh.get("first_round"),
-            "verified_edges": v["verified"],
-            "rounds": v["rounds"],
-            "skipped_comparisons": v["skipped"],
-            "selection_ran_on": v.get("selection"),
-            "selection_rounds": v.get("selection_rounds"),
-            "selection_scored": v.get("selection_scored"),
-            "unresolved_edges": v["unresolved"],
-            "shingles": self.shingles,
-            "removed_similarity": m["removed_similarity"],
-            "chaining": m.get("chaining"),
-        }
-        hosted = [c.get("host_normalized") for c in self.chunks
-                  if not (self.C and c["file"] == 0)]
-        stats["normalized_on_host"] = (None if not hosted or any(h is None for h in hosted)
-                                       else int(sum(hosted)))
-        peak = getattr(self.be, "peak_device_bytes", None)
-        if callable(peak):
-            stats["device_peak_bytes"] = peak()
-        return stats
-
-    def texts(self, name: str = "text.arrow") -> "StoredStrings":
-        """The stored normalized texts (or ``ids.arrow``: the ids), read on demand."""
-        return StoredStrings(self.ctx, name, self.N)
-
-    # -- outputs ----------------------------------------------------------
-    def _names(self, docs: np.ndarray) -> pa.Array:
-        """The ids of documents ``docs``: a context document's is its id in
-        the index."""
-        docs = np.asarray(docs, dtype=np.int64)
-        if not self.C:
-            return gather_ids(self.ctx, docs).cast(pa.string())
-        inside = docs < self.C
-        out = np.empty(docs.size, dtype=object)
-        if inside.any():
-            out[inside] = self.context.ids.take(pa.array(docs[inside])).to_numpy(
-                zero_copy_only=False)
-        if (~inside).any():
-            out[~inside] = gather_ids(self.ctx, docs[~inside]).cast(pa.string()).to_numpy(
-                zero_copy_only=False)
-        return pa.array(out, pa.string())
-
-    def write(self, folder: str, on_progress=None) -> dict:
-        """clusters.parquet, pairs.parquet and data/ into ``folder``."""
-        st = self.store
-        cluster = self.final("cluster", mmap=True)
-        kept = self.final("kept")
-        total = 2 + len(self.shard_paths)
-        step = [0]
-
-        def tick():
-            step[0] += 1
-            if on_progress is not None:
-                on_progress("write", step[0], total)
-
-        dup = self.final("duplicate_of", mmap=True)
-        dsim = self.final("similarity", mmap=True)
-        fields = [("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
-                  ("duplicate_of", pa.string()), ("similarity", pa.float64())]
-        if self.context is not None:
-            fields.append(("duplicate_of_index", pa.string()))
-        schema = pa.schema(fields)
-        with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
-            rg = _RowGroups(w, schema)
-            for ci, c in enumerate(self.chunks):
-                if self.C and c["file"] == 0:
-                    continue                     # the context is no output
-                d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
-                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
-                k = np.asarray(kept[d0:d1])
-                d = np.asarray(dup[d0:d1])
-                gone = np.flatnonzero(~k)
-                slot = np.full(d1 - d0, -1, np.int64)
-                slot[gone] = np.arange(gone.size)
-                mask = pa.array(slot, mask=slot < 0)
-                cols = {"id": ids,
-                        "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
-                        "kept": pa.array(k, pa.bool_()),
-                        "duplicate_of": self._names(d[gone]).take(mask),
-                        "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(), mask=k)}
-                if self.context is not None:
-                    cols["duplicate_of_index"] = self.context.index_names(d[gone]).take(mask)
-                rg.add(pa.table(cols, schema=schema))
-                del ids, cols
-            rg.close()
-        del cluster, dup, dsim
-        tick()
-        release_memory()
-        pa_ = self.final("pair_a", mmap=True)
-        pb_ = self.final("pair_b", mmap=True)
-        ps_ = self.final("pair_similarity", mmap=True)
-        schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
-                            ("similarity", pa.float64())])
-        with pq.ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
-            rg = _RowGroups(w, schema)
-            for s in range(0, pa_.shape[0], ROW_GROUP):
-                a = np.asarray(pa_[s:s + ROW_GROUP])
-                b = np.asarray(pb_[s:s + ROW_GROUP])
-                sims = np.asarray(ps_[s:s + ROW_GROUP])
-                if self.C:                   # pairs with an output document (a < b)
-                    out = b >= self.C
-                    a, b, sims = a[out], b[out], sims[out]
-                rg.add(pa.table({"id_a": self._names(a), "id_b": self._names(b),
-                                 "similarity": pa.array(sims, pa.float64())}, schema=schema))
-            rg.close()
-        del pa_, pb_, ps_
-        tick()
-        release_memory()
-        data_dir = os.path.join(folder, "data")
-        os.makedirs(data_dir)
-        first = 1 if self.C else 0
-        names = output_names(self.shard_paths[first:])
-        for fi in range(first, len(self.shard_paths)):
-            out = os.path.join(data_dir, names[fi - first])
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            self._write_data(fi, out, kept)
-            tick()
-            release_memory()
-        return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
-                "report": "report.json", "report_html": "report.html"}
-
-    def _write_data(self, fi: int, out: str, kept: np.ndarray) -> None:
-        """The kept records of shard ``fi``, written by the shard's own writer
-        from their line (row, file) numbers."""
-        idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
-        first = self.chunks[idx[0]]
-        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
-                               for ci in idx])
-        keep = kept[int(self.doc_starts[idx[0]]):int(self.doc_starts[idx[-1] + 1])]
-        shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
-                      texts=pa.array([], pa.large_string()), ids=None, locations=locs,
-                      files=first.get("files"))
-        shard.write_kept(keep, out, self.plan.chunk_bytes)
-
-    def shards(self) -> list[dict]:
-        """Per input shard: path, format, compression, documents, output name,
-        replaced UTF-8 and skipped records."""
-        first = 1 if self.C else 0       # the context is no input
-        names = output_names(self.shard_paths[first:])
-        out = []
-        for fi in range(first, len(self.shard_paths)):
-            path = self.shard_paths[fi]
-            cs = [c for c in self.chunks if c["file"] == fi]
-            out.append({"path": path, "format": cs[0]["fmt"],
-                        "compression": cs[0]["compression"],
-                        "documents": sum(c["n"] for c in cs),
-                        "output": "data/" + names[fi - first],
-                        "invalid_utf8": sum(c["invalid_utf8"] for c in cs),
-                        "skipped": [f"{location(cs[0], loc)}: {why}"
-                                    for c in cs for loc, why in c["skipped"]]})
-        return out
-
-
-class StoredStrings:
-    """``strings[i]`` of the stored texts or ids, read on demand."""
-
-    def __init__(self, ctx: Ctx, name: str, n: int):
-        self.ctx = ctx
-        self.name = name
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i):
-        return gather(self.ctx, np.array([int(i)], dtype=np.int64), self.name)[0]
-
-
-class _RowGroups:
-    """Writes tables to a ParquetWriter in row groups of exactly ``ROW_GROUP``
-    rows (the last may be shorter), as one ``write_table`` call would."""
-
-    def __init__(self, writer, schema):
-        self.w = writer
-        self.schema = schema
-        self.pending = []
-        self.count = 0
-        self.written = 0
-
-    def add(self, table: pa.Table) -> None:
-        self.pending.append(table)
-        self.count += table.num_rows
-        while self.count >= ROW_GROUP:
-            t = pa.concat_tables(self.pending).combine_chunks()
-            self.w.write_table(t.slice(0, ROW_GROUP))
-            self.written += 1
-            rest = t.slice(ROW_GROUP)
-            self.pending = [rest]
-            self.count = rest.num_rows
-
-    def close(self) -> None:
-        if self.count or not self.written:
-            t = (pa.concat_tables(self.pending).combine_chunks() if self.pending
-                 else self.schema.empty_table())
-            self.w.write_table(t)
-        self.pending = []

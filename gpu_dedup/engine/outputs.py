@@ -1,0 +1,252 @@
+"""What a finished run writes: clusters.parquet, pairs.parquet and data/
+(the kept records of each input shard, in its own format), read from the
+run's store a chunk at a time.
+
+:class:`RunOutputs` is part of :class:`gpu_dedup.engine.runner.Runner`;
+:class:`RowGroups` writes row groups of a fixed size, so that writing a
+table piece by piece gives the bytes of writing it whole.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..io.plan import location
+from ..io.sources import Shard, output_names
+from ..memory import release_memory
+from .tasks import Ctx, gather, gather_ids
+
+#: Rows per Parquet row group, as ``pyarrow.parquet.write_table`` writes them;
+#: writing the same row groups one by one gives the same bytes.
+ROW_GROUP = 1 << 20
+
+
+class RunOutputs:
+    """The outputs of a finished :class:`~gpu_dedup.engine.runner.Runner`."""
+
+    def final(self, name: str, mmap: bool = False) -> np.ndarray:
+        """A per-document or per-edge result array (``cluster``, ``kept``,
+        ``duplicate_of``, ``similarity``, ``pair_a``, ``pair_b``,
+        ``pair_similarity``, ``pair_exact``)."""
+        return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
+
+    def stats(self) -> dict:
+        N = self.N - self.C              # the outputs' documents
+        m = self.select_meta
+        removed = N - m["kept"]
+        v = self.verify_meta
+        lsh = self.lsh_meta
+        active = sum(c["active"] for c in self.chunks if not (self.C and c["file"] == 0))
+        stats = {
+            "documents": N,
+            "documents_without_shingles": int(N - active),
+            "kept": m["kept"],
+            "removed": removed,
+            "exact_removed": m["exact_removed"],
+            "fuzzy_removed": removed - m["exact_removed"],
+            "clusters": m["clusters"],
+            "duplicate_clusters": m["duplicate_clusters"],
+            "cluster_mode": self.cfg.cluster,
+            "exact_edges": m["exact_edges"],
+            "buckets": lsh.get("buckets"),
+            "bucket_entries": lsh.get("bucket_entries"),
+            "candidate_edges": v["candidates"],
+            "first_round_candidates": lsh.get("first_round"),
+            "verified_edges": v["verified"],
+            "rounds": v["rounds"],
+            "skipped_comparisons": v["skipped"],
+            "selection_ran_on": v.get("selection"),
+            "selection_rounds": v.get("selection_rounds"),
+            "selection_scored": v.get("selection_scored"),
+            "unresolved_edges": v["unresolved"],
+            "shingles": self.shingles,
+            "removed_similarity": m["removed_similarity"],
+            "chaining": m.get("chaining"),
+        }
+        hosted = [c.get("host_normalized") for c in self.chunks
+                  if not (self.C and c["file"] == 0)]
+        stats["normalized_on_host"] = (None if not hosted or any(h is None for h in hosted)
+                                       else int(sum(hosted)))
+        peak = getattr(self.be, "peak_device_bytes", None)
+        if callable(peak):
+            stats["device_peak_bytes"] = peak()
+        return stats
+
+    def texts(self, name: str = "text.arrow") -> "StoredStrings":
+        """The stored normalized texts (or ``ids.arrow``: the ids), read on demand."""
+        return StoredStrings(self.ctx, name, self.N)
+
+
+    def _names(self, docs: np.ndarray) -> pa.Array:
+        """The ids of documents ``docs``: a context document's is its id in
+        the index."""
+        docs = np.asarray(docs, dtype=np.int64)
+        if not self.C:
+            return gather_ids(self.ctx, docs).cast(pa.string())
+        inside = docs < self.C
+        out = np.empty(docs.size, dtype=object)
+        if inside.any():
+            out[inside] = self.context.ids.take(pa.array(docs[inside])).to_numpy(
+                zero_copy_only=False)
+        if (~inside).any():
+            out[~inside] = gather_ids(self.ctx, docs[~inside]).cast(pa.string()).to_numpy(
+                zero_copy_only=False)
+        return pa.array(out, pa.string())
+
+    def write(self, folder: str, on_progress=None) -> dict:
+        """clusters.parquet, pairs.parquet and data/ into ``folder``."""
+        st = self.store
+        cluster = self.final("cluster", mmap=True)
+        kept = self.final("kept")
+        total = 2 + len(self.shard_paths)
+        step = [0]
+
+        def tick():
+            step[0] += 1
+            if on_progress is not None:
+                on_progress("write", step[0], total)
+
+        dup = self.final("duplicate_of", mmap=True)
+        dsim = self.final("similarity", mmap=True)
+        fields = [("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
+                  ("duplicate_of", pa.string()), ("similarity", pa.float64())]
+        if self.context is not None:
+            fields.append(("duplicate_of_index", pa.string()))
+        schema = pa.schema(fields)
+        with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
+            rg = RowGroups(w, schema)
+            for ci, c in enumerate(self.chunks):
+                if self.C and c["file"] == 0:
+                    continue                     # the context is no output
+                d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
+                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                k = np.asarray(kept[d0:d1])
+                d = np.asarray(dup[d0:d1])
+                gone = np.flatnonzero(~k)
+                slot = np.full(d1 - d0, -1, np.int64)
+                slot[gone] = np.arange(gone.size)
+                mask = pa.array(slot, mask=slot < 0)
+                cols = {"id": ids,
+                        "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
+                        "kept": pa.array(k, pa.bool_()),
+                        "duplicate_of": self._names(d[gone]).take(mask),
+                        "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(), mask=k)}
+                if self.context is not None:
+                    cols["duplicate_of_index"] = self.context.index_names(d[gone]).take(mask)
+                rg.add(pa.table(cols, schema=schema))
+                del ids, cols
+            rg.close()
+        del cluster, dup, dsim
+        tick()
+        release_memory()
+        pa_ = self.final("pair_a", mmap=True)
+        pb_ = self.final("pair_b", mmap=True)
+        ps_ = self.final("pair_similarity", mmap=True)
+        schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
+                            ("similarity", pa.float64())])
+        with pq.ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
+            rg = RowGroups(w, schema)
+            for s in range(0, pa_.shape[0], ROW_GROUP):
+                a = np.asarray(pa_[s:s + ROW_GROUP])
+                b = np.asarray(pb_[s:s + ROW_GROUP])
+                sims = np.asarray(ps_[s:s + ROW_GROUP])
+                if self.C:                   # pairs with an output document (a < b)
+                    out = b >= self.C
+                    a, b, sims = a[out], b[out], sims[out]
+                rg.add(pa.table({"id_a": self._names(a), "id_b": self._names(b),
+                                 "similarity": pa.array(sims, pa.float64())}, schema=schema))
+            rg.close()
+        del pa_, pb_, ps_
+        tick()
+        release_memory()
+        data_dir = os.path.join(folder, "data")
+        os.makedirs(data_dir)
+        first = 1 if self.C else 0
+        names = output_names(self.shard_paths[first:])
+        for fi in range(first, len(self.shard_paths)):
+            out = os.path.join(data_dir, names[fi - first])
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            self._write_data(fi, out, kept)
+            tick()
+            release_memory()
+        return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
+                "report": "report.json", "report_html": "report.html"}
+
+    def _write_data(self, fi: int, out: str, kept: np.ndarray) -> None:
+        """The kept records of shard ``fi``, written by the shard's own writer
+        from their line (row, file) numbers."""
+        idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
+        first = self.chunks[idx[0]]
+        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
+                               for ci in idx])
+        keep = kept[int(self.doc_starts[idx[0]]):int(self.doc_starts[idx[-1] + 1])]
+        shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
+                      texts=pa.array([], pa.large_string()), ids=None, locations=locs,
+                      files=first.get("files"))
+        shard.write_kept(keep, out, self.plan.chunk_bytes)
+
+    def shards(self) -> list[dict]:
+        """Per input shard: path, format, compression, documents, output name,
+        replaced UTF-8 and skipped records."""
+        first = 1 if self.C else 0       # the context is no input
+        names = output_names(self.shard_paths[first:])
+        out = []
+        for fi in range(first, len(self.shard_paths)):
+            path = self.shard_paths[fi]
+            cs = [c for c in self.chunks if c["file"] == fi]
+            out.append({"path": path, "format": cs[0]["fmt"],
+                        "compression": cs[0]["compression"],
+                        "documents": sum(c["n"] for c in cs),
+                        "output": "data/" + names[fi - first],
+                        "invalid_utf8": sum(c["invalid_utf8"] for c in cs),
+                        "skipped": [f"{location(cs[0], loc)}: {why}"
+                                    for c in cs for loc, why in c["skipped"]]})
+        return out
+
+
+class StoredStrings:
+    """``strings[i]`` of the stored texts or ids, read on demand."""
+
+    def __init__(self, ctx: Ctx, name: str, n: int):
+        self.ctx = ctx
+        self.name = name
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i):
+        return gather(self.ctx, np.array([int(i)], dtype=np.int64), self.name)[0]
+
+
+class RowGroups:
+    """Writes tables to a ParquetWriter in row groups of exactly ``ROW_GROUP``
+    rows (the last may be shorter), as one ``write_table`` call would."""
+
+    def __init__(self, writer, schema):
+        self.w = writer
+        self.schema = schema
+        self.pending = []
+        self.count = 0
+        self.written = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.pending.append(table)
+        self.count += table.num_rows
+        while self.count >= ROW_GROUP:
+            t = pa.concat_tables(self.pending).combine_chunks()
+            self.w.write_table(t.slice(0, ROW_GROUP))
+            self.written += 1
+            rest = t.slice(ROW_GROUP)
+            self.pending = [rest]
+            self.count = rest.num_rows
+
+    def close(self) -> None:
+        if self.count or not self.written:
+            t = (pa.concat_tables(self.pending).combine_chunks() if self.pending
+                 else self.schema.empty_table())
+            self.w.write_table(t)
+        self.pending = []
