@@ -28,7 +28,7 @@ A JSONL file's compression is the one it actually has
 bytes), and its data/ output has the same.
 
 Every input record ends up in one :class:`Shard`, which also writes its kept
-records back in its own format.
+records back in its own format (:mod:`gpu_dedup.io.writers`).
 """
 from __future__ import annotations
 
@@ -45,15 +45,16 @@ from ..errors import InputError
 from ..ids import duplicate_id_error, first_duplicate
 from ..paths import plain_relative
 from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, check_datasets_folder, datasets_files,
-                    is_datasets_folder, read_arrow_shard, write_kept_ipc)
+                    is_datasets_folder, read_arrow_shard)
 from . import fs
 from .fs import is_url, local_path
-from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard, write_kept_lines
+from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard
 from .names import require_regular, special_kind
-from .parquet import read_parquet_shard, write_kept_rows
+from .parquet import read_parquet_shard
 from .stdin import STDIN, display_name, is_stdin, resolve
 from .stdin import output_name as stdin_output_name
-from .txt import TXT_SUFFIXES, list_txt, read_txt_files, write_kept_files
+from .txt import TXT_SUFFIXES, list_txt, read_txt_files
+from .writers import write_kept
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -295,19 +296,11 @@ class Shard:
 
     def write_kept(self, keep: np.ndarray, path: str, block_bytes: int = BLOCK_BYTES) -> int:
         """Write the kept records (``keep``: one flag per record) to ``path``,
-        in this shard's format; returns how many were written. A JSONL shard
-        is copied ``block_bytes`` of input at a time."""
-        keep = np.asarray(keep, dtype=bool)
-        if self.fmt == "jsonl":
-            return write_kept_lines(self.path, self.locations[keep], path, block_bytes)
-        if self.fmt == "parquet":
-            return write_kept_rows(self.path, self.locations[keep], path)
-        if self.fmt == "arrow":
-            return write_kept_ipc(self.path, self.locations[keep], path)
-        if self.fmt == "datasets":
-            return write_kept_ipc(self.path, self.locations[keep], path,
-                                  files=datasets_files(self.path))
-        return write_kept_files(self.path, self.files, keep, path)
+        in this shard's format (:func:`gpu_dedup.io.writers.write_kept`);
+        returns how many were written. A JSONL shard is copied
+        ``block_bytes`` of input at a time."""
+        return write_kept(self.fmt, self.path, self.locations, keep, path, files=self.files,
+                          block_bytes=block_bytes)
 
 
 def _txt_group(path: str) -> tuple[str, list[str]]:

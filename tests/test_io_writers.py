@@ -1,0 +1,111 @@
+"""gpu_dedup.io.writers: one writer of kept records per format, with an
+optional edit of their texts, used by a run's data/ (no edit) and by
+substr's (texts cut)."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from gpu_dedup.io.sources import read_shard
+from gpu_dedup.io.writers import TextEdit, write_kept
+
+N = 9
+KEEP = np.array([i % 3 != 1 for i in range(N)])
+
+
+def _inputs(tmp_path) -> dict[str, str]:
+    """The same nine records as JSONL, gzip JSONL, Parquet, Arrow IPC and a
+    text folder."""
+    recs = [{"id": f"r{i}", "text": f"text number {i}", "n": i} for i in range(N)]
+    out = {}
+    p = tmp_path / "a.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    out["jsonl"] = str(p)
+    p = tmp_path / "b.jsonl.gz"
+    with gzip.open(p, "wt") as f:
+        f.write("".join(json.dumps(r) + "\n" for r in recs))
+    out["gzip"] = str(p)
+    p = tmp_path / "c.parquet"
+    pq.write_table(pa.Table.from_pylist(recs), p, row_group_size=4)
+    out["parquet"] = str(p)
+    p = tmp_path / "d.arrow"
+    t = pa.Table.from_pylist(recs)
+    with pa.OSFile(str(p), "wb") as sink, pa.ipc.new_file(sink, t.schema) as w:
+        for b in t.to_batches(max_chunksize=4):
+            w.write_batch(b)
+    out["arrow"] = str(p)
+    d = tmp_path / "txt"
+    d.mkdir()
+    for r in recs:
+        (d / f"{r['id']}.txt").write_text(r["text"])
+    out["txt"] = str(d)
+    return out
+
+
+def _write(shard, dst, edit=None) -> int:
+    return write_kept(shard.fmt, shard.path, shard.locations, KEEP, dst, files=shard.files,
+                      edit=edit, block_bytes=64)
+
+
+def _texts(path, fmt) -> list[str]:
+    if fmt == "txt":
+        return read_shard(path, "text", None).texts.to_pylist()
+    return read_shard(path, "text", "id").texts.to_pylist()
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "gzip", "parquet", "arrow", "txt"])
+def test_kept_records_are_written_as_the_shard_writes_them(tmp_path, fmt):
+    src = _inputs(tmp_path)[fmt]
+    shard = read_shard(src, "text", "id")
+    name = os.path.basename(src)
+    a, b = tmp_path / "via_writer" / name, tmp_path / "via_shard" / name
+    a.parent.mkdir()
+    b.parent.mkdir()
+    assert _write(shard, str(a)) == int(KEEP.sum())
+    assert shard.write_kept(KEEP, str(b), 64) == int(KEEP.sum())
+    if fmt == "txt":
+        assert sorted(os.listdir(a)) == sorted(os.listdir(b))
+        for n in os.listdir(a):
+            assert (a / n).read_bytes() == (b / n).read_bytes()
+    else:
+        assert a.read_bytes() == b.read_bytes()
+    want = [t for t, k in zip(shard.texts.to_pylist(), KEEP) if k]
+    assert _texts(str(a), shard.fmt) == want
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "gzip", "parquet", "arrow", "txt"])
+def test_an_edit_replaces_the_texts_of_the_kept_records(tmp_path, fmt):
+    src = _inputs(tmp_path)[fmt]
+    shard = read_shard(src, "text", "id")
+    old = shard.texts.to_pylist()
+    new = [t.upper() if i % 2 else t for i, t in enumerate(old)]
+    changed = np.array([i % 2 == 1 for i in range(N)])
+    edit = TextEdit("text", changed, lambda i: new[i],
+                    lambda i0, i1: pa.array(new[i0:i1], pa.large_string()))
+    out = tmp_path / "out" / os.path.basename(src)
+    out.parent.mkdir()
+    assert _write(shard, str(out), edit) == int(KEEP.sum())
+    assert _texts(str(out), shard.fmt) == [t for t, k in zip(new, KEEP) if k]
+    if fmt == "jsonl":                     # the records not changed are copied byte for byte
+        lines = open(src, "rb").read().splitlines()
+        got = out.read_bytes().splitlines()
+        kept = [i for i in range(N) if KEEP[i]]
+        for line, i in zip(got, kept):
+            if not changed[i]:
+                assert line == lines[i]
+            else:
+                assert json.loads(line) == {"id": f"r{i}", "text": new[i], "n": i}
+
+
+def test_take_gives_the_texts_of_ascending_records():
+    new = [f"t{i}" for i in range(10)]
+    edit = TextEdit("text", np.ones(10, bool), lambda i: new[i],
+                    lambda i0, i1: pa.array(new[i0:i1], pa.large_string()))
+    assert edit.take(np.array([2, 3, 7])).to_pylist() == ["t2", "t3", "t7"]
+    assert edit.take(np.zeros(0, np.int64)).to_pylist() == []
