@@ -7,20 +7,21 @@ similarities of verified edges, and the largest clusters: the kept document
 beside a few removed ones, with the words that differ highlighted.
 
 Everything is inline (CSS and SVG); the page loads nothing and runs no script.
-All text from the corpus is HTML-escaped, and every string shown passes
-through :func:`gpu_dedup.edge.clean` (no credential of a URL; names that are
-not valid UTF-8 escaped).
+The page is built by :mod:`gpu_dedup.html_page`: all text from the corpus is
+HTML-escaped, and every string shown passes through
+:func:`gpu_dedup.edge.clean` (no credential of a URL; names that are not
+valid UTF-8 escaped).
 """
 from __future__ import annotations
 
 import difflib
-import html
 import math
 
 import numpy as np
 
 from .arrays import unique
-from .edge import clean, clean_tree
+from .edge import clean_tree
+from .html_page import esc, page, write_page
 from .params import approx_threshold, collision_probability
 
 #: Clusters shown, largest first, and removed documents shown per cluster.
@@ -62,10 +63,6 @@ ins{background:#c9f2d0;text-decoration:none;color:#0f5a23}
 """
 
 
-def _e(s) -> str:
-    return html.escape(clean(s), quote=True)
-
-
 def _fmt(x) -> str:
     if isinstance(x, (bool, np.bool_)):
         return "yes" if x else "no"
@@ -73,7 +70,7 @@ def _fmt(x) -> str:
         return f"{x:,.3f}" if abs(x) < 100 else f"{x:,.1f}"
     if isinstance(x, (int, np.integer)):
         return f"{int(x):,}"
-    return _e(x)
+    return esc(x)
 
 
 # ---------------------------------------------------------------------------
@@ -139,7 +136,7 @@ def svg_bars(labels, values, title: str, xlabel: str, log: bool = False, width: 
 
     n = max(len(vals), 1)
     bw = w / n
-    out = [f'<svg class="chart bars" role="img" aria-label="{_e(title)}" width="{width}" '
+    out = [f'<svg class="chart bars" role="img" aria-label="{esc(title)}" width="{width}" '
            f'height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">']
     out.append(f'<line class="axis" x1="{ml}" y1="{mt + h}" x2="{ml + w}" y2="{mt + h}"/>')
     step = max(1, int(math.ceil(n / 12)))
@@ -147,14 +144,14 @@ def svg_bars(labels, values, title: str, xlabel: str, log: bool = False, width: 
         bh = hgt(v)
         x = ml + i * bw
         out.append(f'<rect x="{x + 1:.1f}" y="{mt + h - bh:.1f}" width="{max(bw - 2, 1):.1f}" '
-                   f'height="{bh:.1f}" fill="{color}"><title>{_e(lab)}: {int(v):,}</title></rect>')
+                   f'height="{bh:.1f}" fill="{color}"><title>{esc(lab)}: {int(v):,}</title></rect>')
         if v > 0 and (n <= 24 or i % step == 0):
             out.append(f'<text x="{x + bw / 2:.1f}" y="{mt + h - bh - 3:.1f}" '
                        f'text-anchor="middle">{int(v):,}</text>')
         if i % step == 0:
             out.append(f'<text x="{x + bw / 2:.1f}" y="{mt + h + 14}" '
-                       f'text-anchor="middle">{_e(lab)}</text>')
-    out.append(f'<text x="{ml + w / 2}" y="{height - 8}" text-anchor="middle">{_e(xlabel)}'
+                       f'text-anchor="middle">{esc(lab)}</text>')
+    out.append(f'<text x="{ml + w / 2}" y="{height - 8}" text-anchor="middle">{esc(xlabel)}'
                f'{" (log scale)" if log else ""}</text>')
     if not vals or top <= 0:
         out.append(f'<text x="{ml + w / 2}" y="{mt + h / 2}" text-anchor="middle">none</text>')
@@ -174,7 +171,7 @@ def svg_stage_seconds(seconds: dict, width: int = 520) -> str:
     for i, (k, v) in enumerate(items):
         y = 5 + i * row
         bw = max(w * v / top, 1)
-        out.append(f'<text x="{ml - 6}" y="{y + 14}" text-anchor="end">{_e(k)}</text>')
+        out.append(f'<text x="{ml - 6}" y="{y + 14}" text-anchor="end">{esc(k)}</text>')
         out.append(f'<rect x="{ml}" y="{y + 3}" width="{bw:.1f}" height="{row - 8}" '
                    f'fill="#6b8fd6"/>')
         out.append(f'<text x="{ml + bw + 5:.1f}" y="{y + 14}">{v:.3f} s</text>')
@@ -224,20 +221,20 @@ def _collapse(ops, words_a, words_b):
         if tag == "equal":
             n = a1 - a0
             if n > 2 * CONTEXT_WORDS + 4:
-                head = " ".join(_e(w) for w in words_a[a0:a0 + CONTEXT_WORDS])
-                tail = " ".join(_e(w) for w in words_a[a1 - CONTEXT_WORDS:a1])
+                head = " ".join(esc(w) for w in words_a[a0:a0 + CONTEXT_WORDS])
+                tail = " ".join(esc(w) for w in words_a[a1 - CONTEXT_WORDS:a1])
                 gap = f'<span class="gap">… {n - 2 * CONTEXT_WORDS:,} same words …</span>'
                 left.append(f"{head} {gap} {tail}")
                 right.append(f"{head} {gap} {tail}")
             else:
-                t = " ".join(_e(w) for w in words_a[a0:a1])
+                t = " ".join(esc(w) for w in words_a[a0:a1])
                 left.append(t)
                 right.append(t)
             continue
         if a1 > a0:
-            left.append("<del>" + " ".join(_e(w) for w in words_a[a0:a1]) + "</del>")
+            left.append("<del>" + " ".join(esc(w) for w in words_a[a0:a1]) + "</del>")
         if b1 > b0:
-            right.append("<ins>" + " ".join(_e(w) for w in words_b[b0:b1]) + "</ins>")
+            right.append("<ins>" + " ".join(esc(w) for w in words_b[b0:b1]) + "</ins>")
     return " ".join(x for x in left if x), " ".join(x for x in right if x)
 
 
@@ -300,9 +297,9 @@ def _clusters_html(result, corpus) -> str:
             same = "identical text" if other == kept_text else f"{nd:,} word(s) differ"
             rows.append(
                 f'<div class="docs pair"><div class="doc kept"><div class="id">kept: '
-                f'{_e(ids[d].as_py())}</div>{left}</div>'
-                f'<div class="doc removed"><div class="id">removed: {_e(ids[m].as_py())} '
-                f'<span class="note">(duplicate of {_e(ids[d].as_py())}, similarity '
+                f'{esc(ids[d].as_py())}</div>{left}</div>'
+                f'<div class="doc removed"><div class="id">removed: {esc(ids[m].as_py())} '
+                f'<span class="note">(duplicate of {esc(ids[d].as_py())}, similarity '
                 f'{dsim[m]:.3f}; {same})</span></div>{right}</div></div>')
         parts.append(
             f'<div class="cluster"><h3>#{rank}: {len(members):,} documents '
@@ -313,7 +310,7 @@ def _clusters_html(result, corpus) -> str:
 
 
 def _table(rows) -> str:
-    body = "".join(f"<tr><th>{_e(k)}</th><td class=\"num\">{_fmt(v)}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{esc(k)}</th><td class=\"num\">{_fmt(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
 
@@ -327,7 +324,7 @@ def render(report: dict, result, corpus) -> str:
              ("fuzzy", d["fuzzy_removed"], "removed as near duplicates", "fuzzy"),
              ("kept", d["kept"], "kept", "kept")]
     cards_html = "".join(f'<div class="card {cls}" id="count-{key}"><div class="n">{n:,}</div>'
-                         f'<div class="l">{_e(label)}</div></div>'
+                         f'<div class="l">{esc(label)}</div></div>'
                          for key, n, label, cls in cards)
     cluster = np.asarray(result.cluster)
     _, sizes = unique(cluster, return_counts=True) if cluster.size else (None, np.zeros(0))
@@ -340,7 +337,7 @@ def render(report: dict, result, corpus) -> str:
     rsims = np.asarray(result.similarity, dtype=np.float64)[gone]
     rl, rc = similarity_histogram(rsims, float(p["threshold"]))
     below = int(np.count_nonzero(rsims < float(p["threshold"])))
-    warn_html = (f'<p class="warn" id="selection-warning">{_e(sel["warning"])}</p>'
+    warn_html = (f'<p class="warn" id="selection-warning">{esc(sel["warning"])}</p>'
                  if sel.get("warning") else "")
     n_exact_edges = int((~fuzzy).sum())
     bad = report.get("bad_records", {})
@@ -360,22 +357,17 @@ def render(report: dict, result, corpus) -> str:
     params.insert(2, ("normalize", ", ".join(p.get("normalize") or []) or "none"))
     bad_html = ""
     if bad.get("skipped"):
-        items = "".join(f"<li>{_e(r)}</li>" for r in bad.get("records", [])[:50])
+        items = "".join(f"<li>{esc(r)}</li>" for r in bad.get("records", [])[:50])
         bad_html = (f'<h2>Bad records skipped</h2><div class="panel"><p>{bad["skipped"]:,} '
                     f'record(s) were left out; report.json lists them.</p><ul>{items}</ul></div>')
-    inputs = "".join(f"<tr><td>{_e(i['path'])}</td><td>{_e(i['format'])}"
-                     f"{' / ' + _e(i['compression']) if i.get('compression') else ''}</td>"
-                     f"<td class=\"num\">{i['documents']:,}</td><td>{_e(i['output'])}</td></tr>"
+    inputs = "".join(f"<tr><td>{esc(i['path'])}</td><td>{esc(i['format'])}"
+                     f"{' / ' + esc(i['compression']) if i.get('compression') else ''}</td>"
+                     f"<td class=\"num\">{i['documents']:,}</td><td>{esc(i['output'])}</td></tr>"
                      for i in report.get("inputs", []))
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>gpu-dedup report: {_e(p.get('name', ''))}</title>
-<style>{_CSS}</style></head>
-<body><main>
+    body = f"""<main>
 <h1>Deduplication report</h1>
-<div class="sub">{_e(p.get('name', ''))} · device {_e(report.get('device', ''))} ·
-gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
+<div class="sub">{esc(p.get('name', ''))} · device {esc(report.get('device', ''))} ·
+gpu-dedup {esc(report.get('versions', {}).get('gpu_dedup', ''))} ·
 {report['seconds'].get('total', 0.0):.2f} s</div>
 <div class="cards">{cards_html}</div>
 <div class="grid">
@@ -399,21 +391,19 @@ gpu-dedup {_e(report.get('versions', {}).get('gpu_dedup', ''))} ·
 <section id="removals"><h2>Each removed document against the kept document it names</h2>
 <div class="panel">{warn_html}
 {svg_bars(rl, rc, "similarity of removed documents", "similarity", color="#2f7d4f")}
-<p class="note">{rsims.size:,} removed documents ({_e(sel.get("mode", ""))} selection);
+<p class="note">{rsims.size:,} removed documents ({esc(sel.get("mode", ""))} selection);
 {below:,} below the threshold {float(p["threshold"]):g}.</p></div></section>
 <h2 id="largest">The {TOP_CLUSTERS} largest clusters</h2>
 <p class="note">Texts as they were compared: after normalization
-({_e(",".join(report["parameters"].get("normalize") or ["none"]))}).</p>
+({esc(",".join(report["parameters"].get("normalize") or ["none"]))}).</p>
 {_clusters_html(result, corpus)}
 {bad_html}
 <h2>Inputs</h2><div class="panel"><table><tr><th>input</th><th>format</th><th>documents</th>
 <th>kept rows in</th></tr>{inputs}</table></div>
-</main></body></html>
-"""
+</main>"""
+    return page(f"gpu-dedup report: {p.get('name', '')}", body, _CSS)
 
 
 def write_html(path: str, report: dict, result, corpus) -> None:
     """Write ``report.html`` for a finished run."""
-    page = render(clean_tree(report), result, corpus)
-    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
-        f.write(page)
+    write_page(path, render(clean_tree(report), result, corpus))

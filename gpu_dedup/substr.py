@@ -221,20 +221,16 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
 
 
 def _html(path: str, report: dict) -> None:
-    import html as H
-
     from .edge import clean_tree
+    from .html_page import esc, page, table_css, write_page
     report = clean_tree(report)           # no credential, names printable
     d, u, b = report["documents"], report["units"], report["bytes"]
     h = report["spans"]["length_code_points"]
     hist = "".join(f"<tr><td>{e}</td><td>{c:,}</td></tr>" for e, c in
                    zip(h["edges"], h["counts"]))
-    rep = "".join(f"<tr><td>{x['occurrences']:,}</td><td><pre>{H.escape(x['text'][:600])}"
+    rep = "".join(f"<tr><td>{x['occurrences']:,}</td><td><pre>{esc(x['text'][:600])}"
                   f"</pre></td></tr>" for x in report["repeated"])
-    doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>gpu-dedup substr</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px;vertical-align:top}}pre{{white-space:pre-wrap;
-max-width:50em;margin:0}}</style></head><body>
+    body = f"""
 <h1>Repeated passages</h1>
 <p>{d['in']:,} documents, {d['with_spans']:,} with repeated passages cut, {d['dropped']:,}
 dropped as too short. Removed {u['removed']:,} of {u['total']:,} {u['unit']}s
@@ -242,7 +238,5 @@ dropped as too short. Removed {u['removed']:,} of {u['total']:,} {u['unit']}s
 {report['spans']['count']:,} spans.</p>
 <h2>Span lengths (code points, from)</h2><table><tr><th>from</th><th>spans</th></tr>{hist}</table>
 <h2>Most repeated passages</h2><table><tr><th>occurrences</th><th>passage (one window)</th></tr>
-{rep}</table></body></html>
-"""
-    with open(path, "w", encoding="utf-8", errors="backslashreplace") as f:
-        f.write(doc)
+{rep}</table>"""
+    write_page(path, page("gpu-dedup substr", body, table_css(50)))

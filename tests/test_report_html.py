@@ -224,3 +224,32 @@ def test_page_loads_in_headless_chromium_and_is_not_blank(page, tmp_path):
     assert "<h2>Inputs</h2>" in dom and dom.count("<svg") == 5
     assert f'id="count-kept"><div class="n">{report["documents"]["kept"]:,}<' in dom
     assert "<script>alert" not in dom
+
+
+def test_every_page_has_one_scaffolding(tmp_path):
+    """report.html of a run and of substr are built by gpu_dedup.html_page:
+    the same head (doctype, language, viewport, escaped title, inline
+    style), texts escaped and cleaned the same way, written the same way."""
+    from gpu_dedup.html_page import table_css, esc, page, write_page
+    from gpu_dedup.substr import _html as substr_html
+
+    doc = page('a <b> & "c"', "<p>body</p>", "p{color:red}")
+    assert doc == ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+                   '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+                   '<title>a &lt;b&gt; &amp; &quot;c&quot;</title>\n'
+                   '<style>p{color:red}</style></head>\n<body><p>body</p></body></html>\n')
+    assert esc("s3://user:secret@bucket/x <i>") == "s3://***@bucket/x &lt;i&gt;"
+    assert "max-width:50em" in table_css(50) and "max-width:40em" in table_css(40)
+    out = tmp_path / "p.html"
+    write_page(str(out), page("t", "\udcff", ""))          # a lone surrogate: escaped
+    assert "\\udcff" in out.read_text(encoding="utf-8")
+
+    report = {"documents": {"in": 3, "with_spans": 1, "dropped": 0},
+              "units": {"removed": 4, "total": 30, "unit": "word", "removed_share": 4 / 30},
+              "bytes": {"removed_share": 0.1},
+              "spans": {"count": 1, "length_code_points": {"edges": [1], "counts": [1]}},
+              "repeated": [{"occurrences": 2, "text": EVIL}]}
+    substr_html(str(tmp_path / "s.html"), report)
+    got = (tmp_path / "s.html").read_text(encoding="utf-8")
+    assert got.startswith(page("gpu-dedup substr", "", table_css(50)).split("<body>")[0])
+    assert "<script>" not in got and esc(EVIL) in got
