@@ -273,18 +273,6 @@ def _check_gpu_memory(ctx, param, value):
     return value
 
 
-def _index_config(index: str, res):
-    """The index's configuration with the options given on the command line
-    on top (those that define similarity must agree with it)."""
-    from .index import Index
-    from .index.remote import local_index
-    with local_index(index, meta_only=True) as local:
-        idx = Index(local)
-        cfg = idx.config(**res.overrides)
-        idx.check(cfg)
-    return cfg
-
-
 def _quiet_logs():
     logging.getLogger("gpu_dedup").setLevel(logging.ERROR)
 
@@ -348,9 +336,14 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
     report.json, report.html and data/ (the kept records, one shard per input
     shard, in the input's format)."""
     from . import progress
-    from .pipeline import run as run_pipeline, summary_line
+    from .pipeline import summary_line
     res = _resolve_config(ctx, kw, warn=not quiet)
-    config = _index_config(against[0], res) if against else res.config
+    if against:                 # the index package runs the pipeline against its documents
+        from .index.against import query_config, run_against as run_pipeline
+        config, extra = query_config(against[0], **res.overrides), {"against": list(against)}
+    else:
+        from .pipeline import run as run_pipeline
+        config, extra = res.config, {}
     if quiet:
         _quiet_logs()
     prog = progress.StageProgress() if progress.wanted(quiet) else None
@@ -365,8 +358,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
                               on_bytes=prog.read_bytes if prog else None,
                               on_bad_record=on_bad_record, html=html,
                               memory_limit=memory_limit, scheduler=scheduler, workers=workers,
-                              work_dir=work_dir, keep_work_dir=keep_work_dir,
-                              against=list(against) or None)
+                              work_dir=work_dir, keep_work_dir=keep_work_dir, **extra)
     finally:
         if prog is not None:
             prog.close()
@@ -523,10 +515,14 @@ def index_info(index_dir, as_json):
 @click.option("--id-field", default="id", show_default=True,
               help="Field holding a unique id ('none' to generate FILE:LINE ids).")
 @click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
+              show_default=True, help="Where keys and similarities are computed (as for run).")
+@click.option("--gpu-memory", default=None, callback=_check_gpu_memory,
+              help="Device memory the GPU backend may use (as for run).")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
-def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrite, quiet,
-            as_json):
+def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrite, device,
+            gpu_memory, quiet, as_json):
     """Contamination report: each document of INPUTS (an evaluation set)
     against the indexed training corpus: its best match and their verified
     similarity, flagged as a near-duplicate or as contained in a longer
@@ -535,7 +531,7 @@ def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrit
     report = run_overlap(inputs, index_dir, output, threshold=threshold,
                          text_field=text_field,
                          id_field=None if id_field.lower() == "none" else id_field,
-                         overwrite=overwrite)
+                         overwrite=overwrite, device=device, gpu_memory=gpu_memory)
     s = report["summary"]
     if as_json:
         echo(_json(s))

@@ -6,19 +6,25 @@ Runner` (in memory or out of core, in process or on Dask, as planned) and
 writes clusters.parquet, pairs.parquet, data/, report.json and report.html
 through :class:`gpu_dedup.output.OutputDir`: built in a staging folder and
 moved into place only when complete.
+
+A run may be given documents that come before its inputs, kept already
+(:class:`Prior`, :class:`Fixed`): how ``run --against`` deduplicates against
+indexes, which the index package opens and checks before it calls :func:`run`.
+The pipeline knows only those documents, not where they come from.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import shutil
 import tempfile
 import time
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from .backend import get_backend
 from .config import Config
-from .engine.runner import Runner
+from .engine.runner import Context, Runner
 from .engine.session import open_run, os_error, session
 from .errors import ConfigError
 from .io.identity import input_identity
@@ -33,12 +39,53 @@ log = logging.getLogger("gpu_dedup")
 PEAK_WARNING = 1.5
 
 
+@dataclass
+class Fixed:
+    """Documents that come before a run's inputs: kept already, never
+    compared with each other, and left out of every output but
+    ``duplicate_of`` (``greedy_select(fixed=...)``).
+
+    Attributes:
+        path: a Parquet file of them (the text field, and the id field when
+            the run has one), read as the run's first input; None when there
+            are none.
+        context: what the engine keeps of them
+            (:class:`gpu_dedup.engine.runner.Context`: their ids, and where
+            each comes from for ``duplicate_of_index``).
+        report: entries added to report.json.
+    """
+
+    path: str | None
+    context: Context
+    report: dict = field(default_factory=dict)
+
+
+@runtime_checkable
+class Prior(Protocol):
+    """What finds the :class:`Fixed` documents of a run from its inputs."""
+
+    def prepare(self, paths: list[str], folder: str, backend) -> Fixed:
+        """The fixed documents a run over the expanded inputs ``paths``
+        must see, found with the run's ``backend``; their files are written
+        in ``folder``, which the run removes when it ends."""
+        ...
+
+
+def choose_backend(device: str = "cpu", gpu_memory=None, backend=None) -> tuple[object, str]:
+    """The backend a run uses and the line that says so: ``backend`` when
+    given, else the one ``device`` names (:func:`gpu_dedup.backend.get_backend`)."""
+    if backend is not None:
+        return backend, f"device: {backend.name} (given)"
+    return get_backend(device, gpu_memory=gpu_memory)
+
+
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
         text_field: str = "text", id_field: str | None = "id", overwrite: bool = False,
         gpu_memory=None, on_stage=None, on_progress=None, on_bad_record: str = "error",
         html: bool = True, memory_limit=None, scheduler: str = "none", workers=None,
         work_dir=None, keep_work_dir: bool = False, partition_bytes=None,
-        backend=None, against=None, on_bytes=None) -> dict:
+        backend=None, device_line: str | None = None, prior: Prior | None = None,
+        on_bytes=None) -> dict:
     """Deduplicate ``inputs`` into ``output``; returns the report (also written
     as ``report.json``).
 
@@ -69,10 +116,12 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
             split (bytes or a size string); it cuts even a small corpus into
             many partitions and never changes a result.
         backend: a backend object to use instead of the one ``device`` names.
-        against: index folders (:mod:`gpu_dedup.index`): the inputs are also
-            deduplicated against the documents they hold, as if those came
-            first in the same run; clusters.parquet names the index of each
-            indexed ``duplicate_of`` (``duplicate_of_index``).
+        device_line: how ``backend`` was chosen, as the report says it
+            (:func:`choose_backend`; default ``"device: NAME (given)"``).
+        prior: finds documents that come before the inputs, kept already
+            (:class:`Prior`), once the inputs and the output are checked and
+            the backend is chosen; ``run --against`` passes the documents of
+            indexes this way (:func:`gpu_dedup.index.run_against`).
 
     Example:
         >>> report = run(["shards/"], "out", Config(threshold=0.8))  # doctest: +SKIP
@@ -82,66 +131,37 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
     cfg = (config or Config()).resolved()
     if on_bad_record not in ON_BAD_RECORD:
         raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
-    with contextlib.ExitStack() as stack:
-        if against:
-            from .index.remote import local_index
-            against = [stack.enter_context(local_index(d)) for d in against]
-        return _run_against(inputs, output, cfg, against, t_start, device=device,
-                            text_field=text_field, id_field=id_field, overwrite=overwrite,
-                            gpu_memory=gpu_memory, on_stage=on_stage, on_progress=on_progress,
-                            on_bad_record=on_bad_record, html=html, memory_limit=memory_limit,
-                            scheduler=scheduler, workers=workers, work_dir=work_dir,
-                            keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
-                            backend=backend, on_bytes=on_bytes)
-
-
-def _run_against(inputs, output, cfg, against, t_start, *, device, text_field, id_field,
-                 overwrite, gpu_memory, on_stage, on_progress, on_bad_record, html,
-                 memory_limit, scheduler, workers, work_dir, keep_work_dir, partition_bytes,
-                 backend, on_bytes) -> dict:
-    indexes = []
-    if against:
-        from .index import Index, check_mode
-        check_mode(cfg, "--against")
-        indexes = [Index(d) for d in against]
-        for idx in indexes:
-            idx.check(cfg)
     paths, out, budget, spec = open_run(inputs, output, overwrite=overwrite, work_dir=work_dir,
                                         memory_limit=memory_limit, scheduler=scheduler)
-    if backend is not None:
-        be, device_line = backend, f"device: {backend.name} (given)"
-    else:
-        be, device_line = get_backend(device, gpu_memory=gpu_memory)
+    be, line = choose_backend(device, gpu_memory, backend)
+    device_line = device_line if backend is not None and device_line else line
     log.info(device_line)
-    context = against_report = context_dir = None
-    if indexes:
-        from .index import context_for
+    fixed = folder = None
+    if prior is not None:
         parent = os.path.dirname(os.path.abspath(output))
         os.makedirs(parent, exist_ok=True)
-        context_dir = tempfile.mkdtemp(prefix=".gpu-dedup-against-", dir=parent)
+        folder = tempfile.mkdtemp(prefix=".gpu-dedup-against-", dir=parent)
         try:
-            ctx_path, context, against_report = context_for(
-                indexes, paths, cfg, context_dir, text_field=text_field, id_field=id_field,
-                on_bad_record=on_bad_record, backend=be)
+            fixed = prior.prepare(paths, folder, be)
         except BaseException:
-            shutil.rmtree(context_dir, ignore_errors=True)
+            shutil.rmtree(folder, ignore_errors=True)
             raise
-        if ctx_path is not None:
-            paths = [ctx_path] + paths
+        if fixed.path is not None:
+            paths = [fixed.path] + paths
     try:
-        return _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, context,
-                    against_report, text_field=text_field, id_field=id_field,
+        return _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, fixed,
+                    text_field=text_field, id_field=id_field,
                     on_stage=on_stage, on_progress=on_progress, on_bad_record=on_bad_record,
                     html=html, workers=workers, work_dir=work_dir,
                     keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
                     gpu_memory=gpu_memory, on_bytes=on_bytes)
     finally:
-        if context_dir is not None:
-            shutil.rmtree(context_dir, ignore_errors=True)
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, context,
-         against_report, *, text_field, id_field, on_stage, on_progress, on_bad_record, html,
+def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, fixed, *,
+         text_field, id_field, on_stage, on_progress, on_bad_record, html,
          workers, work_dir, keep_work_dir, partition_bytes, gpu_memory, on_bytes=None) -> dict:
     measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
 
@@ -158,7 +178,8 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
         runner = Runner(cfg, be, store, executor, plan, text_field=text_field,
                         id_field=id_field, on_bad_record=on_bad_record, gpu_memory=gpu_memory,
                         on_stage=on_stage, on_progress=progress, monitor=monitor,
-                        context=context, on_bytes=on_bytes)
+                        context=None if fixed is None else fixed.context,
+                        on_bytes=on_bytes)
         try:
             runner.run(plan_reads(paths, plan.chunk_bytes))
         except OSError as exc:
@@ -169,8 +190,8 @@ def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, contex
                 outputs = runner.write(folder, progress)
             report = _report(runner, outputs, device_line, on_bad_record, monitor, executor,
                              t_start)
-            if against_report is not None:
-                report["against"] = against_report
+            if fixed is not None:
+                report.update(fixed.report)
             if html:
                 with runner.stage("report"):
                     _write_html(folder, report, runner)

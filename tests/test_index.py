@@ -2,6 +2,7 @@
 and idempotent, contamination is found, bad indexes are refused."""
 from __future__ import annotations
 
+import glob
 import json
 import os
 import random
@@ -57,8 +58,8 @@ def test_incremental_equals_whole_on_real_text(split, tmp_path, bucket_limit):
     d, a, b, ab = split
     cfg = Config(bucket_limit=bucket_limit)
     ix.build([a], str(tmp_path / "idx"), cfg)
-    rb = pipeline.run([b], str(tmp_path / "inc"), cfg, against=[str(tmp_path / "idx")],
-                      html=False)
+    rb = ix.run_against([b], str(tmp_path / "inc"), cfg, against=[str(tmp_path / "idx")],
+                        html=False)
     pipeline.run([ab], str(tmp_path / "whole"), cfg, html=False)
     inc = _clusters(str(tmp_path / "inc"))
     whole = _clusters(str(tmp_path / "whole"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import json
+import logging
 import os
 import time
 
@@ -22,8 +23,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .keys import keys_of
 from .store import BadIndex, Index
 from .windows import QUERY_STRIDE, window_keys
+
+log = logging.getLogger("gpu_dedup")
 
 #: Candidates kept per item at most (the most often matched first).
 MAX_CANDIDATES = 256
@@ -46,28 +50,33 @@ def _candidates(q: np.ndarray, o: np.ndarray, n: int) -> tuple[np.ndarray, np.nd
 
 def overlap(inputs, index: str, output: str, *, threshold: float | None = None,
             text_field: str = "text", id_field: str | None = "id",
-            on_bad_record: str = "error", overwrite: bool = False, backend=None) -> dict:
+            on_bad_record: str = "error", overwrite: bool = False, backend=None,
+            device: str = "cpu", gpu_memory=None) -> dict:
     """Write the contamination report of ``inputs`` against ``index`` (a
     folder, or a URL: copied locally for the command) into ``output``;
-    returns report.json's content."""
+    returns report.json's content.
+
+    The keys and the similarities are computed on ``backend``, else on the
+    one ``device`` names (``"cpu"``, ``"gpu"`` or ``"auto"``, as for ``run``).
+    """
     from .remote import local_index
     with local_index(index) as local:
         return _overlap(inputs, local, output, threshold=threshold, text_field=text_field,
                         id_field=id_field, on_bad_record=on_bad_record, overwrite=overwrite,
-                        backend=backend)
+                        backend=backend, device=device, gpu_memory=gpu_memory)
 
 
 def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
              text_field: str = "text", id_field: str | None = "id",
-             on_bad_record: str = "error", overwrite: bool = False, backend=None) -> dict:
+             on_bad_record: str = "error", overwrite: bool = False, backend=None,
+             device: str = "cpu", gpu_memory=None) -> dict:
     """Write the contamination report of ``inputs`` against ``index`` into
     ``output``; returns report.json's content."""
     from ..errors import ConfigError
     from ..io.sources import expand_inputs, read_corpus
-    from ..kernels.cpu import shingle_sets
     from ..output import OutputDir
-    from ..stages.normalize import normalize_text, text_buffers
-    from . import keys_of
+    from ..pipeline import choose_backend
+    from ..stages.normalize import text_buffers
     t0 = time.perf_counter()
     idx = Index(index)
     idx.check_files()                   # a damaged index stops it before anything is read
@@ -78,13 +87,15 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     paths = expand_inputs(inputs)
     out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite)
     out.check()
+    be, line = choose_backend(device, gpu_memory, backend)
+    log.info(line)
     corpus = read_corpus(paths, text_field, id_field, on_bad_record)
     texts = corpus.texts.cast(pa.large_string())
     ids = corpus.ids.cast(pa.string())
     n = len(texts)
-    keys, kd = keys_of(texts, cfg, backend)
+    keys, kd = keys_of(texts, cfg, be)
     q1, o1, r1 = idx.lookup_pairs(keys, kd)
-    wk, wd = window_keys(texts, cfg, backend, stride=QUERY_STRIDE)
+    wk, wd = window_keys(texts, cfg, be, stride=QUERY_STRIDE)
     q2, o2, r2 = idx.lookup_pairs(wk, wd, windows=True)
     qi, oi = _candidates(np.concatenate([q1, q2]), np.concatenate([o1, o2]), n)
     ords = np.unique(oi)
@@ -94,19 +105,20 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
                        f"{found.num_rows:,} read back; the index is damaged")
     # shingle sets of the items, then of the candidates, over normalized text
     both = pa.concat_arrays([texts, found.column("text").combine_chunks().cast(pa.large_string())])
-    norm = normalize_text(both, cfg.normalize)
+    norm = be.normalize(both, cfg.normalize)
     off, data = text_buffers(norm)
-    so, sv = shingle_sets(off, data, np.arange(len(both), dtype=np.int64),
-                          cfg.shingle == "word", cfg.ngram)
-    size = np.diff(so)
+    # the handle (docs, set offsets, values): every document, so rows are positions
+    sets = be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram,
+                           np.arange(len(both), dtype=np.int64))
+    size = np.diff(np.asarray(be.to_host(sets[1]), dtype=np.int64))
     ia = qi.astype(np.int64)
     ib = n + np.searchsorted(ords, oi).astype(np.int64)
     if ia.size and (ia.min() < 0 or ia.max() >= n or ib.max() >= len(both)
-                    or so.size != len(both) + 1):
+                    or size.size != len(both)):
         raise BadIndex(f"{idx.path}: candidates outside the documents read back; the index "
                        f"is damaged")
-    from ..kernels.cpu import jaccard_edges
-    jac = jaccard_edges(so, sv, ia, ib) if ia.size else np.zeros(0)
+    jac = (np.asarray(be.to_host(be.jaccard_rows(sets, ia, ib)), dtype=np.float64)
+           if ia.size else np.zeros(0))
     inter = np.rint(jac * (size[ia] + size[ib]) / (1.0 + jac))
     cont = np.where(size[ia] > 0, inter / np.maximum(size[ia], 1), 0.0)
     # the best match of each item: a near-duplicate first, else the most contained

@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from ..arrays import string_ranges
 from ..config import Config
+from .keys import backend_or_cpu, keys_of
 
 #: Window width, and the strides of the indexed and the query windows, in
 #: code points of normalized text.
@@ -64,13 +65,13 @@ def cut(texts: pa.Array, stride: int, width: int = WIDTH) -> tuple[pa.Array, np.
 def window_keys(texts: pa.Array, cfg: Config, backend=None,
                 stride: int = INDEX_STRIDE) -> tuple[np.ndarray, np.ndarray]:
     """Band keys (first :data:`BANDS` bands) of the windows of ``texts`` and
-    the position of each window's text: ``(keys, doc)``."""
-    from . import keys_of
-    from ..stages.normalize import normalize_text
+    the position of each window's text: ``(keys, doc)``; computed on
+    ``backend`` (the CPU backend when None), as :func:`keys_of`."""
+    be = backend_or_cpu(backend)
     cfg = cfg.resolved()
-    norm = normalize_text(texts, cfg.normalize)
+    norm = be.normalize(texts, cfg.normalize)
     windows, doc = cut(norm, stride)
     if not len(windows):
         return np.zeros((0, min(BANDS, cfg.bands)), np.uint64), doc
-    keys, have = keys_of(windows, replace(cfg, normalize=()), backend)
+    keys, have = keys_of(windows, replace(cfg, normalize=()), be)
     return np.ascontiguousarray(keys[:, :min(BANDS, cfg.bands)]), doc[have]
