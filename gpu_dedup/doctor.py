@@ -369,6 +369,19 @@ def environment_lines(simulated: bool) -> tuple[list[str], bool, str]:
     return lines, ok, why
 
 
+def _start_errors() -> tuple[type[BaseException], ...]:
+    """What a GPU backend that cannot start raises: a package that does not
+    import, a driver or runtime error (CuPy's are RuntimeErrors, Numba's
+    its own), a library that does not load, a device that is too small."""
+    from .errors import DedupError
+    errors: list[type[BaseException]] = [ImportError, OSError, RuntimeError, DedupError]
+    try:
+        from numba.cuda.cudadrv.error import CudaDriverError, CudaRuntimeError
+    except ImportError:
+        return tuple(errors)
+    return (*errors, CudaDriverError, CudaRuntimeError)
+
+
 def main(echo, n_docs: int | None = None) -> int:
     """Print the report; return 0 when the CPU path matches the reference and
     the GPU (or the simulator), if any, matches the CPU in every comparison;
@@ -407,7 +420,7 @@ def main(echo, n_docs: int | None = None) -> int:
             gpu = GpuBackend(xp=np)
         else:
             gpu = GpuBackend()
-    except Exception as exc:
+    except _start_errors() as exc:
         echo(f"verdict: nothing compared: the GPU backend does not start ({exc})")
         return 2
     info = gpu.describe()

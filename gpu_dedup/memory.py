@@ -194,10 +194,15 @@ def process_rss(pid: int | None = None) -> int:
         return _proc_rss(pid)
     try:
         import psutil
-        return int(psutil.Process(pid).memory_info().rss)
-    except Exception:  # noqa: BLE001 - best effort on exotic systems
-        import resource
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+    except ImportError:
+        psutil = None
+    if psutil is not None:
+        try:
+            return int(psutil.Process(pid).memory_info().rss)
+        except (psutil.Error, OSError):   # gone, or not ours to read
+            pass
+    import resource
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 def tree_rss(pid: int | None = None) -> int:
@@ -231,12 +236,9 @@ def release_memory() -> None:
     """Give freed memory back to the system: collect garbage, release Arrow's
     pool and trim the C heap, so the resident size reflects live data."""
     global _libc
+    import pyarrow as pa
     gc.collect()
-    try:
-        import pyarrow as pa
-        pa.default_memory_pool().release_unused()
-    except Exception:  # noqa: BLE001 - optional
-        pass
+    pa.default_memory_pool().release_unused()
     if _libc is None:
         name = ctypes.util.find_library("c")
         try:

@@ -22,6 +22,7 @@ import os
 
 import numpy as np
 import pyarrow as pa
+import zstandard
 
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
@@ -125,7 +126,7 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
                 md = _open_parquet(path).metadata
                 sizes = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
                 rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
-            except Exception:  # noqa: BLE001 - read_shard reports it in order
+            except InputError:           # read whole: read_shard reports it in order
                 sizes = []
             if len(sizes) > 1 and sum(sizes) > chunk_bytes:
                 groups, cur, acc = [], [], 0
@@ -256,10 +257,7 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
         elif ids.null_count:
             miss = np.flatnonzero(ids.is_null().to_numpy(zero_copy_only=False))
             first_missing = int(lines[miss[0]])
-    if hasattr(st, "replaced"):          # one flag per record
-        invalid = int(sum(int(np.count_nonzero(r)) for r in st.replaced))
-    else:                                # a count per shard
-        invalid = int(getattr(st, "invalid_utf8", 0))
+    invalid = int(sum(int(np.count_nonzero(r)) for r in st.replaced))   # a flag per record
     return {"texts": texts, "ids": ids, "lines": lines, "invalid": invalid,
             "skipped": list(st.skipped), "first_missing_id": first_missing,
             "lines_read": st.line_base - lines_before}
@@ -399,8 +397,8 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
                 return _gzip_bytes(path, size)
             if comp == "zstd":
                 return _zstd_bytes(path, size)
-    except Exception:  # noqa: BLE001 - corrupt metadata: the readers report it
-        return size
+    except (InputError, OSError, ValueError, zstandard.ZstdError):
+        return size                      # corrupt metadata: the readers report it
     return size
 
 
@@ -421,7 +419,6 @@ def _gzip_bytes(path: str, size: int) -> int:
 
 
 def _zstd_bytes(path: str, size: int) -> int:
-    import zstandard
     guess = COMPRESSED_RATIO * size
     total = 0
     blocks = 0
