@@ -277,11 +277,6 @@ class Shard:
     files: list | None = None        # text shards: the files, relative to ``path``
     out_name: str = ""
 
-    @property
-    def where(self) -> str:
-        return {"jsonl": "line", "parquet": "row", "arrow": "row",
-                "datasets": "row"}.get(self.fmt, "file")
-
     def __len__(self) -> int:
         return len(self.texts)
 
@@ -386,20 +381,17 @@ def _output_names(paths: list[str]) -> list[str]:
 
 @dataclass
 class Corpus:
+    """Every shard of the inputs, read, with their texts and ids one after
+    the other in input order."""
+
     shards: list[Shard]
     texts: pa.Array
     ids: pa.Array
     shard_of: np.ndarray              # shard index of each document
     invalid_utf8: int = 0
-    stats: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.texts)
-
-    @property
-    def skipped(self) -> list[str]:
-        """Every skipped bad record as ``FILE:LINE: reason``."""
-        return [f"{s.location(loc)}: {why}" for s in self.shards for loc, why in s.skipped]
 
     def locate(self, i: int) -> str:
         k = int(self.shard_of[i])
