@@ -97,14 +97,14 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
         (['a b c d', 'x  y'], [2], [7])
     """
     from .backend import get_backend
-    from .engine import _as_array
+    from .engine import as_text_array
     from .engine.executors import make_executor
     from .engine.plan import make_plan
     from .engine.store import MemoryStore
     from .engine.substr import MEMORY_PER_BYTE, SubstrRunner
     from .memory import default_budget, parse_size
     check_options(unit, min_length, keep)
-    texts = _as_array(texts)
+    texts = as_text_array(texts)
     if texts.null_count:
         raise ValueError("texts must not contain nulls")
     be = backend if backend is not None else get_backend("cpu")[0]
