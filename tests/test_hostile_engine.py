@@ -244,7 +244,8 @@ def test_the_repaired_work_directory_is_trusted_again(corpus, tmp_path):
 def test_leftover_temporary_files_of_every_writer_are_removed(corpus, tmp_path):
     """One temporary-name rule for everything written into the work
     directory, and the store removes what a killed run left."""
-    from gpu_dedup.engine.store import DiskStore, tmp_path as tmp_name
+    from gpu_dedup.atomic import tmp_path as tmp_name
+    from gpu_dedup.engine.store import DiskStore
     root = tmp_path / "w"
     root.mkdir()
     left = tmp_name(str(root / "hash0" / "uh.npy"))

@@ -20,7 +20,8 @@ input_identity`) and the plan. Changed parameters or changed inputs never
 reuse stale work.
 
 Every artifact of a disk store is written to a temporary name
-(:func:`tmp_path`, the one rule for every file written there) and renamed
+(:func:`gpu_dedup.atomic.tmp_path`, the one rule for every file written
+there, which :meth:`DiskStore.open` cleans with ``is_tmp``) and renamed
 into place; a unit of work is complete when its marker ``<unit>.done``
 exists, written after the unit's artifacts. A run killed at any point (even
 by SIGKILL) leaves only complete units plus temporary files, which the next
@@ -50,6 +51,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import xxhash
 
+from ..atomic import is_tmp, tmp_path, write_atomic
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
 
@@ -58,8 +60,6 @@ log = logging.getLogger("gpu_dedup")
 #: Bump when the layout of the work directory changes.
 FORMAT_VERSION = 5
 DEFAULT_ROOT = ".gpu-dedup-work"
-#: In the name of every temporary file (see :func:`tmp_path`).
-TMP_MARK = ".tmp-"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"
 _SUM_BLOCK = 8 << 20
@@ -165,13 +165,6 @@ class MemoryStore:
         return rel in self._items
 
 
-def tmp_path(path: str) -> str:
-    """The temporary name ``path`` is written under before it is renamed into
-    place: the one rule for every file written into a work directory, so
-    that :meth:`DiskStore.open` removes what a killed run left."""
-    return f"{path}{TMP_MARK}{os.getpid()}-{threading.get_ident()}"
-
-
 def file_sum(path: str) -> tuple[int, str]:
     """``(size, XXH3-128 hex digest)`` of a file's bytes."""
     h = xxhash.xxh3_128()
@@ -189,21 +182,13 @@ def file_sum(path: str) -> tuple[int, str]:
 
 
 def _write_atomically(path: str, write) -> tuple[int, str]:
-    """``write(tmp)``, then its size and hash, then rename over ``path``; the
-    temporary file is removed when writing fails (a full disk leaves nothing
+    """``write(tmp)``, then its size and hash, then rename over ``path``
+    (:func:`gpu_dedup.atomic.write_atomic`: a failed write leaves nothing
     half-written). Returns the file's ``(size, digest)``."""
-    tmp = tmp_path(path)
-    try:
+    def write_and_sum(tmp):
         write(tmp)
-        got = file_sum(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        raise
-    return got
+        return file_sum(tmp)
+    return write_atomic(path, write_and_sum)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -277,7 +262,7 @@ class DiskStore:
         self._lock_fd = fd
         for dirpath, _dirs, names in os.walk(self.root):
             for n in names:
-                if TMP_MARK in n:
+                if is_tmp(n):
                     try:
                         os.remove(os.path.join(dirpath, n))
                     except OSError:
