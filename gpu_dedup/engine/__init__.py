@@ -38,9 +38,6 @@ def as_text_array(texts) -> pa.Array:
     return texts
 
 
-_as_array = as_text_array          # the former name, for callers not yet moved
-
-
 def deduplicate(texts, config: Config | None = None, backend=None, *, memory_limit=None,
                 scheduler: str = "none", workers: int | None = None,
                 partition_bytes: int | None = None, on_stage=None,

@@ -6,7 +6,6 @@ out and the documents left too short dropped), and its report.
 """
 from __future__ import annotations
 
-import json
 import os
 
 import numpy as np
@@ -212,9 +211,3 @@ def report_dict(runner, counts: dict, params: dict, seconds: float) -> dict:
         "hash_seed": runner.job["seed"],
         "seconds": seconds,
     }
-
-
-def dump_json(path: str, obj) -> None:
-    with open(path, "w") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
