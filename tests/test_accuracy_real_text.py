@@ -21,6 +21,8 @@ from gpu_dedup import Config, deduplicate, truth
 from gpu_dedup.kernels.cpu import jaccard_edges
 from realtext import paragraphs
 
+pytestmark = pytest.mark.slow           # the exact truth and two runs over 5.3 MB
+
 
 def _paragraphs():
     return list(paragraphs())          # all of them: about 10,800, 5.3 MB

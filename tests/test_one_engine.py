@@ -67,6 +67,7 @@ def assert_same_run(ref, ref_report, out, report):
         assert report[k] == ref_report[k], k
 
 
+@pytest.mark.slow
 def test_in_memory_reference_is_a_real_deduplication(corpus):
     _folder, _paths, ref, report = corpus
     assert report["work"]["store"] == "memory"
@@ -77,6 +78,7 @@ def test_in_memory_reference_is_a_real_deduplication(corpus):
                                        "select", "write", "report", "total"]
 
 
+@pytest.mark.slow
 def test_out_of_core_under_a_small_budget(corpus, tmp_path):
     _folder, paths, ref, ref_report = corpus
     out = str(tmp_path / "out")
@@ -100,6 +102,7 @@ def test_plan_goes_to_disk_when_the_inputs_may_not_fit():
     assert make_plan(budget, 1, 0, shared_memory=False).store == "disk"
 
 
+@pytest.mark.slow
 def test_dask_threads(corpus, tmp_path):
     _folder, paths, ref, ref_report = corpus
     out = str(tmp_path / "out")
@@ -113,6 +116,7 @@ def test_dask_threads(corpus, tmp_path):
     assert seen and all(0 < f <= 1 for f in seen) and seen.count(1.0) >= 5
 
 
+@pytest.mark.slow
 def test_dask_local_cluster_of_two_processes(corpus, tmp_path):
     pytest.importorskip("distributed")
     _folder, paths, ref, ref_report = corpus
@@ -139,6 +143,7 @@ SIM_RUN = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.slow
 def test_gpu_backend_under_the_simulator(tmp_path):
     """The simulator runs each CUDA thread in Python: a small corpus, out of
     core in many partitions (the memory store runs the same tasks)."""

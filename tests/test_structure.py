@@ -280,3 +280,25 @@ def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
     assert private_imports() == ["pkg/a.py:3: from pkg.sub.c import _helper",
                                  "pkg/d.py:1: imports pkg.sub._impl, private to its package"]
     assert long_modules() == ["pkg/b.py: 701 lines"]
+
+
+# -- the test suite's quick lane --------------------------------------------------
+
+def test_every_test_the_quick_lane_leaves_out_exists():
+    """``conftest.SLOW`` names test functions of its files (a renamed test
+    would otherwise silently join the quick lane)."""
+    from conftest import SLOW
+    here = os.path.dirname(os.path.abspath(__file__))
+    missing = []
+    for name, tests in SLOW.items():
+        path = os.path.join(here, name)
+        if not os.path.exists(path):
+            missing.append(f"{name}: no such file")
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        defined = {n.name for n in ast.walk(tree)
+                   if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                   and n.name.startswith("test")}
+        missing += [f"{name}::{t}" for t in tests if t.split("[", 1)[0] not in defined]
+    assert not missing, _report("tests named in conftest.SLOW that do not exist", missing)
