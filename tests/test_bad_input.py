@@ -137,8 +137,11 @@ def test_non_empty_output_survives_without_overwrite(tmp_path):
     assert (out / "sub" / "x").read_bytes() == b"\x00\x01"
     assert sorted(os.listdir(tmp_path)) == ["a.jsonl", "out"]
     r = _run("run", src, "-o", out, "--overwrite", "--quiet")
-    assert r.returncode == 0 and (out / "report.json").exists()
-    # --overwrite replaces a run's outputs, never a file the run did not make
+    # --overwrite replaces a run's outputs, never a file the run did not make:
+    # a file no earlier output listed is named, and the run does nothing
+    assert r.returncode == 2 and "precious.txt" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(os.listdir(out)) == ["precious.txt", "sub"]
     assert (out / "precious.txt").read_text() == "keep me"
     assert (out / "sub" / "x").read_bytes() == b"\x00\x01"
 

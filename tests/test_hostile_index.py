@@ -359,6 +359,9 @@ def test_a_writer_waits_for_the_lock_a_bounded_time_and_says_so(tmp_path, caplog
     from gpu_dedup.index.lock import writer_lock
     from gpu_dedup.index.store import BadIndex
     d = str(tmp_path)
+    # another test in this process may have quietened the library's logger
+    caplog.set_level("WARNING", logger="gpu_dedup")
+    caplog.set_level("WARNING", logger="gpu_dedup.index")
     with writer_lock(d):
         t0 = time.monotonic()
         with pytest.raises(BadIndex, match="another command has been writing this index"):

@@ -179,9 +179,20 @@ def _write(tmp_path, data: bytes, comp: str) -> str:
          trailing=True, bom=False, comp=None, id_field=None, block_bytes=1 << 20)
 @example(body=[b'{"text": "a", "x": Inf}', b'{"text": "Info: Inf, NaN"}'], sep=b"\n",
          trailing=False, bom=True, comp="gzip", id_field="id", block_bytes=1 << 20)
+@example(body=[b"\x1f\x8b"], sep=b"\n", trailing=False, bom=False, comp=None, id_field="id",
+         block_bytes=1)
 def test_random_json_lines(tmp_path, body, sep, trailing, bom, comp, id_field, block_bytes):
     data = (b"\xef\xbb\xbf" if bom else b"") + sep.join(body) + (sep if trailing else b"")
     path = _write(tmp_path, data, comp)
+    if comp is None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        # lines that open with a gzip or zstd magic number are read as that
+        # compression (as in test_random_bytes): they decode, or the file is
+        # named corrupt
+        try:
+            read_jsonl_shard(path, block_bytes=block_bytes, on_bad_record="skip")
+        except InputError as exc:
+            assert str(exc).startswith(f"{path}: corrupt or unreadable"), str(exc)
+        return
     check(path, data, id_field, block_bytes)
 
 
