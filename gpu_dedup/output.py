@@ -50,7 +50,7 @@ import stat
 import tempfile
 import time
 
-from .errors import ConfigError, InputError
+from .errors import ConfigError, DedupError, InputError
 from .manifest import (LEGACY_MANIFEST, LOCK_NAME, MANIFEST_NAME, OWN_FILES, PENDING_NAME,
                        STAGING_PREFIX, Output, complete, dead_here, host, parents,
                        staging_owner)
@@ -63,7 +63,6 @@ SUCCESS_NAME = MANIFEST_NAME
 #: A staging prefix on object storage written from another host is removed
 #: once its newest object is this old (its process cannot be probed).
 REMOTE_STALE_SECONDS = 7 * 24 * 3600
-_READ_BYTES = 8 << 20
 
 __all__ = ["inside", "OutputDir", "Output", "LocalOutput", "RemoteOutput", "output_complete",
            "MANIFEST_NAME", "SUCCESS_NAME", "PENDING_NAME", "STAGING_PREFIX", "LOCK_NAME",
@@ -456,16 +455,10 @@ class RemoteOutput(Output):
         return fs.read_bytes(url) if fs.exists(url) else None
 
     def _hash(self, name: str) -> str | None:
-        import xxhash
+        from .digest import stream_sum
         from .io import fs
-        h = xxhash.xxh3_128()
         with fs.open_input_stream(f"{self.path}/{name}") as f:
-            while True:
-                chunk = f.read(_READ_BYTES)
-                if not chunk:
-                    break
-                h.update(chunk)
-        return h.hexdigest()
+            return stream_sum(f)[1]
 
     def staging(self) -> str:
         """A local folder to write the outputs in (uploaded by :meth:`publish`)."""

@@ -52,6 +52,7 @@ import pyarrow.ipc as ipc
 import xxhash
 
 from ..atomic import is_tmp, tmp_path, write_atomic
+from ..digest import file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
 
@@ -62,7 +63,6 @@ FORMAT_VERSION = 5
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"
-_SUM_BLOCK = 8 << 20
 
 
 def digest(obj) -> str:
@@ -163,22 +163,6 @@ class MemoryStore:
 
     def exists(self, rel: str) -> bool:
         return rel in self._items
-
-
-def file_sum(path: str) -> tuple[int, str]:
-    """``(size, XXH3-128 hex digest)`` of a file's bytes."""
-    h = xxhash.xxh3_128()
-    size = 0
-    buf = bytearray(_SUM_BLOCK)
-    view = memoryview(buf)
-    with open(path, "rb", buffering=0) as f:
-        while True:
-            n = f.readinto(buf)
-            if not n:
-                break
-            h.update(view[:n])
-            size += n
-    return size, h.hexdigest()
 
 
 def _write_atomically(path: str, write) -> tuple[int, str]:

@@ -25,6 +25,7 @@ import os
 
 import xxhash
 
+from ..digest import READ_BYTES, file_sum
 from ..errors import InputError
 from . import fs
 from .arrow import datasets_files, is_datasets_folder
@@ -34,29 +35,16 @@ from .sources import group_inputs
 from .stdin import DISPLAY_NAME, display_name, is_stdin
 from .txt import list_txt
 
-_READ_BYTES = 8 << 20
 
 
 def file_hash(path: str, buf: bytearray | None = None) -> tuple[int, str]:
     """``(size, hex XXH3-128 of the bytes)`` of one file; ``buf``: a read
     buffer to reuse."""
-    h = xxhash.xxh3_128()
-    size = 0
-    if buf is None:
-        buf = bytearray(_READ_BYTES)
-    view = memoryview(buf)
     require_regular(path, display_name(path))
     try:
-        with open(path, "rb", buffering=0) as f:
-            while True:
-                n = f.readinto(buf)
-                if not n:
-                    break
-                h.update(view[:n])
-                size += n
+        return file_sum(path, buf)
     except OSError as exc:
         raise InputError(f"{display_name(path)}: cannot read: {exc.strerror or exc}") from exc
-    return size, h.hexdigest()
 
 
 def _text_shard(root: str, files: list[str], buf: bytearray) -> dict:
@@ -76,7 +64,7 @@ def input_identity(paths) -> list[dict]:
     JSON-serialisable ``{"path", "size", "hash"}`` dicts that differ whenever
     the content differs."""
     out = []
-    buf = bytearray(_READ_BYTES)
+    buf = bytearray(READ_BYTES)
     for path, files in group_inputs([str(p) for p in paths]):
         if files is not None:
             out.append(_text_shard(path, list(files), buf))

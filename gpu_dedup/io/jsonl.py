@@ -32,7 +32,6 @@ Every function taking a path also takes ``-``, standard input (see
 from __future__ import annotations
 
 import json
-import re
 import zlib
 from dataclasses import dataclass, field
 
