@@ -45,6 +45,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
 
+from ..atomic import fsync_dir
 from ..config import Config
 from ..errors import ConfigError
 from .files import BadIndex, BlockCheck, check_present, read_checked, records
@@ -66,19 +67,6 @@ def range_bits(docs: int) -> int:
     return bits
 
 
-def _fsync_dir(path: str) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _write_json(path: str, data: dict) -> None:
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "w") as f:
@@ -87,7 +75,7 @@ def _write_json(path: str, data: dict) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path) or ".")
+    fsync_dir(os.path.dirname(path) or ".")
 
 
 def _write_arrow(path: str, table: pa.Table) -> None:
@@ -487,12 +475,12 @@ class PartWriter:
                      "windows": self.counts["wkeys"], "bits": bits["keys"],
                      "wbits": bits["wkeys"], "ibits": bits["ids"], "inputs": self.inputs,
                      "files": records(self.stage)}
-            _fsync_dir(self.stage)
+            fsync_dir(self.stage)
             os.rename(self.stage, os.path.join(self.index.path, name))
         except BaseException:
             self.abort()
             raise
-        _fsync_dir(self.index.path)
+        fsync_dir(self.index.path)
         self.index._append(entry)
         return entry
 
