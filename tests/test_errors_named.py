@@ -33,10 +33,10 @@ def _parquet(tmp_path):
 
 def test_plan_reads_leaves_an_unreadable_parquet_file_to_its_reader(tmp_path, monkeypatch):
     p = _parquet(tmp_path)
-    monkeypatch.setattr(plan, "_open_parquet", _raise(InputError(f"{p}: not readable")))
+    monkeypatch.setattr(plan, "open_parquet", _raise(InputError(f"{p}: not readable")))
     (u,) = plan.plan_reads([p], 64)
     assert u["kind"] == "whole"                    # read whole: the reader says what is wrong
-    monkeypatch.setattr(plan, "_open_parquet", _raise(Bug("a bug")))
+    monkeypatch.setattr(plan, "open_parquet", _raise(Bug("a bug")))
     with pytest.raises(Bug):
         plan.plan_reads([p], 64)
 
@@ -53,9 +53,9 @@ def test_input_bytes_measures_corrupt_data_by_its_size_and_lets_bugs_through(tmp
     with pytest.raises(Bug):
         plan.input_bytes(str(good))
     p = _parquet(tmp_path)
-    monkeypatch.setattr(plan, "_open_parquet", _raise(InputError(f"{p}: not readable")))
+    monkeypatch.setattr(plan, "open_parquet", _raise(InputError(f"{p}: not readable")))
     assert plan.input_bytes(p) == (tmp_path / "a.parquet").stat().st_size
-    monkeypatch.setattr(plan, "_open_parquet", _raise(Bug("a bug")))
+    monkeypatch.setattr(plan, "open_parquet", _raise(Bug("a bug")))
     with pytest.raises(Bug):
         plan.input_bytes(p)
 

@@ -17,7 +17,8 @@ import zstandard
 
 from gpu_dedup.errors import InputError
 from gpu_dedup.io import stdin as stdin_mod
-from gpu_dedup.io.jsonl import BOM, compression_of, read_jsonl_shard, write_kept_lines
+from gpu_dedup.io.compression import compression_of
+from gpu_dedup.io.jsonl import BOM, read_jsonl_shard, write_kept_lines
 from gpu_dedup.io.parquet import read_parquet_shard, write_kept_rows
 from gpu_dedup.io.plan import generated_ids, location, plan_reads, read_piece
 from gpu_dedup.io.sources import expand_inputs, output_names, read_corpus, read_shard

@@ -228,14 +228,11 @@ def test_no_import_cycle():
     assert not found, _report("import cycles", found)
 
 
-@pytest.mark.xfail(strict=False, reason="io/arrow.py and io/plan.py import "
-                   "io.parquet._filter_rows and _open, io/jsonl.py io.records._one_line")
 def test_no_private_name_imported_from_another_module():
     found = private_imports()
     assert not found, _report("private names imported across modules", found)
 
 
-@pytest.mark.xfail(strict=False, reason="io/jsonl.py is 609 lines")
 def test_no_module_over_600_lines():
     found = long_modules()
     assert not found, _report(f"modules over {MAX_LINES} lines", found)

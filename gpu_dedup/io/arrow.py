@@ -31,7 +31,7 @@ from ..errors import InputError
 from ..paths import contained
 from .fs import is_url, open_input_file
 from .names import native_path, require_regular, special_kind
-from .parquet import ParquetData, _filter_rows, read_batches
+from .parquet import ParquetData, filter_rows, read_batches
 from .stdin import display_name
 
 ARROW_SUFFIXES = (".arrow", ".feather", ".ipc")
@@ -242,7 +242,7 @@ def write_ipc_rows(src: str, rows: np.ndarray, dst: str, edit=None, row_base: in
                 if hi > lo:
                     mask = np.zeros(n, dtype=bool)
                     mask[rows[lo:hi] - base - 1] = True
-                    t = _filter_rows(pa.Table.from_batches([batch]), pa.array(mask))
+                    t = filter_rows(pa.Table.from_batches([batch]), pa.array(mask))
                     if edit is not None:
                         t = edit(t, lo, hi)
                     for b in t.to_batches():

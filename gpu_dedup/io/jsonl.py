@@ -5,7 +5,7 @@ and ``-Infinity`` are read as numbers, as Python's :mod:`json` reads them).
 Blank lines are skipped; line numbers count every line from 1. A UTF-8
 byte-order mark at the start of a file is ignored by the readers.
 
-Compression (:func:`compression_of`) comes from a ``.gz``/``.zst``/``.zstd``
+Compression (:func:`gpu_dedup.io.compression.compression_of`) comes from a ``.gz``/``.zst``/``.zstd``
 suffix; a file without one is recognised by its magic bytes (gzip ``1f 8b``,
 zstd ``28 b5 2f fd``), so gzip data in a file named ``.jsonl`` reads as gzip.
 A suffix is trusted: a ``.gz`` file that is not gzip is a corrupt-data error.
@@ -32,7 +32,6 @@ Every function taking a path also takes ``-``, standard input (see
 from __future__ import annotations
 
 import json
-import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,9 +39,8 @@ import pyarrow as pa
 import pyarrow.json as pj
 
 from ..errors import InputError
-from .fs import getsize, is_url, open_binary, open_input_stream
-from .names import native_path, require_regular
-from .records import BadRecord, _one_line, parse_record
+from .compression import CompressedWriter, compression_of, open_decompressed
+from .records import BadRecord, one_line, parse_record
 from .stdin import display_name, resolve
 
 #: Decompressed bytes per block. Larger blocks parse a little faster;
@@ -58,58 +56,11 @@ _NL = 10
 # accepts more than JSON does: Inf, -Inf, -NaN.
 _NAN_INF_WORDS = (b"Inf", b"NaN")
 ON_BAD_RECORD = ("error", "skip")
-_GZIP_MAGIC = b"\x1f\x8b"
-_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def compression_of(path: str) -> str | None:
-    """``"gzip"``, ``"zstd"`` or None: from a ``.gz``/``.zst``/``.zstd``
-    suffix, else from the file's first bytes (None when it cannot be read)."""
-    p = str(path).lower()
-    if p.endswith(".gz"):
-        return "gzip"
-    if p.endswith(".zst") or p.endswith(".zstd"):
-        return "zstd"
-    return sniff_compression(resolve(path))
-
-
-def sniff_compression(path: str) -> str | None:
-    """``"gzip"`` or ``"zstd"`` when the file starts with that format's magic
-    bytes, else None (also for a file that cannot be read)."""
-    try:
-        with open_binary(path) as f:
-            head = f.read(4)
-    except (OSError, InputError):
-        return None
-    if head.startswith(_GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(_ZSTD_MAGIC):
-        return "zstd"
-    return None
 
 
 # ---------------------------------------------------------------------------
 # streaming the decompressed bytes
 # ---------------------------------------------------------------------------
-
-def _open_stream(path: str, comp: str | None):
-    name = display_name(path)
-    try:
-        if comp is not None and getsize(path) == 0:
-            raise InputError(f"{name}: empty file, not valid {comp} data; remove it or "
-                             f"replace it with an intact copy")
-        if is_url(path):
-            return open_input_stream(path, compression=comp)
-        require_regular(path, name)
-        native = native_path(path)
-        if isinstance(native, bytes):
-            return pa.input_stream(pa.OSFile(native), compression=comp)
-        return pa.input_stream(path, compression=comp)
-    except InputError:
-        raise
-    except (OSError, pa.ArrowException) as exc:
-        raise InputError(f"{name}: cannot read: {getattr(exc, 'strerror', None) or exc}") from exc
-
 
 def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = False):
     """Yield the decompressed content of ``path`` in blocks that end at a
@@ -118,7 +69,7 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
     :class:`InputError` for an unreadable or corrupt file."""
     path = resolve(path)
     comp = compression_of(path)
-    stream = _open_stream(path, comp)
+    stream = open_decompressed(path, comp)
     carry = b""
     first = not keep_bom
     try:
@@ -128,7 +79,7 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
             except (OSError, pa.ArrowException) as exc:
                 what = f"{comp} data" if comp else "file"
                 raise InputError(f"{display_name(path)}: corrupt or unreadable {what} "
-                                 f"({_one_line(exc)}); "
+                                 f"({one_line(exc)}); "
                                  f"remove it or replace it with an intact copy") from exc
             if not chunk:
                 if first and carry.startswith(BOM):
@@ -462,40 +413,6 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
 # writing
 # ---------------------------------------------------------------------------
 
-class _Sink:
-    """A file written in the shard's compression, streaming: gzip as
-    ``gzip.compress(..., compresslevel=6, mtime=0)`` writes it, zstd at level
-    3 in one frame whose header records ``size``, the number of bytes that
-    will be written (needed for zstd only)."""
-
-    def __init__(self, path: str, comp: str | None, size: int | None = None):
-        self.f = open(path, "wb")
-        self.comp = comp
-        self.enc = zlib.compressobj(6, zlib.DEFLATED, 31) if comp == "gzip" else None
-        self.zw = None
-        if comp == "zstd":
-            import zstandard
-            self.zw = zstandard.ZstdCompressor(level=3).stream_writer(
-                self.f, size=-1 if size is None else int(size), closefd=False)
-
-    def write(self, data) -> None:
-        if self.comp == "gzip":
-            self.f.write(self.enc.compress(data))
-        elif self.zw is not None:
-            self.zw.write(data)
-        else:
-            self.f.write(data)
-
-    def close(self) -> None:
-        try:
-            if self.comp == "gzip":
-                self.f.write(self.enc.flush())
-            elif self.zw is not None:
-                self.zw.close()
-        finally:
-            self.f.close()
-
-
 def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
     """For each block of ``src`` holding kept lines: the block, as it is in
     the input (byte-order mark and invalid UTF-8 included), and the byte
@@ -535,7 +452,7 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
     if comp == "zstd":
         size = sum(int((last - first).sum()) + first.size
                    for _, first, last, _ in _kept_runs(src, kept_lines, block_bytes))
-    sink = _Sink(dst, comp, size)
+    sink = CompressedWriter(dst, comp, size)
     written = 0
     try:
         for block, first, last, lines in _kept_runs(src, kept_lines, block_bytes):
@@ -563,7 +480,7 @@ def write_edited_lines(src: str, locations: np.ndarray, keep: np.ndarray, change
     locations = np.asarray(locations, dtype=np.int64)
     keep = np.asarray(keep, dtype=bool)
     changed = np.asarray(changed, dtype=bool)
-    sink = _Sink(dst, compression_of(src))
+    sink = CompressedWriter(dst, compression_of(src))
     written = 0
     base = 0
     j = 0

@@ -27,7 +27,7 @@ from .stdin import display_name
 BATCH_ROWS = 64 * 1024
 
 
-def _open(path: str) -> pq.ParquetFile:
+def open_parquet(path: str) -> pq.ParquetFile:
     try:
         if is_url(path):
             return pq.ParquetFile(open_input_file(path))
@@ -117,7 +117,7 @@ def _without_views(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _filter_rows(table: pa.Table, mask: pa.Array) -> pa.Table:
+def filter_rows(table: pa.Table, mask: pa.Array) -> pa.Table:
     """``table.filter(mask)``, also for column types the filter kernel lacks
     (``string_view``): those columns are filtered as their ``large_``
     counterpart and cast back."""
@@ -158,7 +158,7 @@ def read_parquet_shard(path: str, text_field: str = "text", id_field: str | None
     an id column. A missing text column, or one that is not a string column,
     is an error either way.
     """
-    pf = _open(path)
+    pf = open_parquet(path)
     schema = pf.schema_arrow
     cols = _columns(path, schema, text_field, id_field)
     d = read_batches(path, schema,
@@ -259,7 +259,7 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
 def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
     """Write the rows numbered ``kept_rows`` (1-based, ascending) of ``src``
     to ``dst``; returns the number of rows written."""
-    pf = _open(src)
+    pf = open_parquet(src)
     comp = compression_of_file(pf)
     kept_rows = np.asarray(kept_rows, dtype=np.int64)
     written = 0
@@ -273,7 +273,7 @@ def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
                 mask = np.zeros(n, dtype=bool)
                 mask[kept_rows[lo:hi] - base - 1] = True
                 t = pf.read_row_group(g)
-                w.write_table(_filter_rows(t, pa.array(mask)))
+                w.write_table(filter_rows(t, pa.array(mask)))
                 written += hi - lo
             base += n
     return written
@@ -285,7 +285,7 @@ def write_edited_rows(src: str, locations: np.ndarray, keep: np.ndarray, texts_o
     whose ``keep`` is set to ``dst``, a row group at a time, with the text
     column replaced by ``texts_of(i0, i1)`` (the new texts of positions
     ``i0 .. i1`` of ``locations``). Returns the number of rows written."""
-    pf = _open(src)
+    pf = open_parquet(src)
     comp = compression_of_file(pf)
     locations = np.asarray(locations, dtype=np.int64)
     keep = np.asarray(keep, dtype=bool)

@@ -26,10 +26,10 @@ import zstandard
 
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
-from .jsonl import BLOCK_BYTES, BOM, ShardReadState, compression_of, iter_blocks, parse_block
+from .compression import compression_of
+from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
 from .fs import getsize, open_binary
-from .parquet import _open as _open_parquet
-from .parquet import read_parquet_shard
+from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
 from .stdin import resolve
 from .txt import list_txt
@@ -123,7 +123,7 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
                 continue
         elif fmt == "parquet":
             try:
-                md = _open_parquet(path).metadata
+                md = open_parquet(path).metadata
                 sizes = [md.row_group(i).total_byte_size for i in range(md.num_row_groups)]
                 rows = [md.row_group(i).num_rows for i in range(md.num_row_groups)]
             except InputError:           # read whole: read_shard reports it in order
@@ -195,7 +195,7 @@ def _unit_bytes(u: dict) -> int:
         if u["kind"] == "batches":
             return int(u["nbytes"])
         if u["kind"] == "rowgroups":
-            md = _open_parquet(u["path"]).metadata
+            md = open_parquet(u["path"]).metadata
             return int(sum(md.row_group(i).total_byte_size for i in u["row_groups"]))
         if u["files"] is not None:
             return int(sum(os.path.getsize(os.path.join(u["path"], f)) for f in u["files"]))
@@ -389,7 +389,7 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
     fmt = format_of(path)
     try:
         if fmt == "parquet":
-            md = _open_parquet(path).metadata
+            md = open_parquet(path).metadata
             return int(sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups)))
         if fmt == "jsonl":
             comp = compression_of(path)

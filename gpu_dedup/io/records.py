@@ -22,7 +22,7 @@ import pyarrow.json as pj
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _one_line(exc) -> str:
+def one_line(exc) -> str:
     """An exception's whole message on one line."""
     return " ".join(str(exc).split())
 
@@ -96,7 +96,7 @@ def _arrow_one(line: bytes, text_field: str, id_field: str | None) -> dict:
         t = pj.read_json(pa.py_buffer(line + b"\n"), read_options=ro,
                          parse_options=pj.ParseOptions(unexpected_field_behavior="infer"))
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise BadRecord(f"malformed JSON ({_one_line(exc)})") from None
+        raise BadRecord(f"malformed JSON ({one_line(exc)})") from None
     if t.num_rows != 1:
         raise BadRecord("malformed JSON (more than one value on the line)")
     row = {}
@@ -159,7 +159,7 @@ def _malformed(line: bytes, exc: ValueError) -> str:
     """``malformed JSON (<the decoder's whole message>) near '<excerpt>'``:
     the message keeps the line and column; only the quoted record text is
     abbreviated, to ``_QUOTE_CHARS`` characters either side of the error."""
-    msg = f"malformed JSON ({_one_line(exc)})"
+    msg = f"malformed JSON ({one_line(exc)})"
     pos = getattr(exc, "pos", None)
     text = getattr(exc, "doc", None)
     if pos is None or not isinstance(text, str) or not text:

@@ -24,7 +24,7 @@ whole JSON object (a JSON Lines file); metadata files (``dataset_info.json``,
 pretty-printed JSON) are left alone.
 
 A JSONL file's compression is the one it actually has
-(:func:`gpu_dedup.io.jsonl.compression_of`: the suffix, else its magic
+(:func:`gpu_dedup.io.compression.compression_of`: the suffix, else its magic
 bytes), and its data/ output has the same.
 
 Every input record ends up in one :class:`Shard`, which also writes its kept
@@ -47,8 +47,9 @@ from ..paths import plain_relative
 from .arrow import (ARROW_SUFFIXES, DATASETS_METADATA, check_datasets_folder, datasets_files,
                     is_datasets_folder, read_arrow_shard)
 from . import fs
+from .compression import compression_of
 from .fs import is_url, local_path
-from .jsonl import BLOCK_BYTES, compression_of, read_jsonl_shard
+from .jsonl import BLOCK_BYTES, read_jsonl_shard
 from .names import require_regular, special_kind
 from .parquet import read_parquet_shard
 from .stdin import STDIN, display_name, is_stdin, resolve
