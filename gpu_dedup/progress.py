@@ -27,7 +27,7 @@ def wanted(quiet: bool = False, stream=None) -> bool:
 
 
 #: Stages that report the fraction done; the others show elapsed seconds.
-FRACTION_STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "write")
+FRACTION_STAGES = ("read", "exact", "signatures", "buckets", "select", "write")
 
 
 class StageProgress:

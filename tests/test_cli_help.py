@@ -85,7 +85,7 @@ def test_progress_bars_per_stage_on_a_terminal_only(tmp_path):
     size = os.path.getsize(src)
     assert read and read[-1] == (size, size)
     assert f"{size / 1e6:,.1f} of {size / 1e6:,.1f} MB read" in shown
-    for stage in ("prepare", "exact", "signatures", "lsh", "verify", "select", "write",
+    for stage in ("read", "exact", "signatures", "buckets", "select", "assign", "write",
                   "report"):
         assert stage in shown, stage
     # every stage whose tasks report progress reaches 100%

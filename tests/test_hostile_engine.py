@@ -158,12 +158,12 @@ FILES = ["final/kept.npy", "final/similarity.npy", "final/cluster.npy",
          "final/duplicate_of.npy", "prep/f00000c000000/ids.arrow",
          "prep/f00001c000000/ids.arrow", "sig/r000000000000.keys.npy",
          "prep/f00000c000000/text.arrow", "exact/reps.npy", "verify/accepted.npy"]
-MARKERS = ["stage/select.done", "stage/prepare.done", "prep/f00000c000000.done"]
+MARKERS = ["stage/assign.done", "stage/read.done", "prep/f00000c000000.done"]
 
 
 #: The work directory's folders in stage order, and the stages' own markers.
 ORDER = ["prep", "exact", "sig", "lsh", "verify", "final"]
-STAGE_AT = {"prepare": 0, "exact": 1, "signatures": 2, "lsh": 3, "verify": 4, "select": 5}
+STAGE_AT = {"read": 0, "exact": 1, "signatures": 2, "buckets": 3, "select": 4, "assign": 5}
 
 
 def _forget_after(unit: str, rel: str) -> None:
@@ -248,7 +248,7 @@ def test_the_repaired_work_directory_is_trusted_again(corpus, tmp_path):
     assert output_bytes(out) == output_bytes(ref)
     with open(os.path.join(out, "report.json")) as f:
         report = json.load(f)
-    assert report["work"]["reused"].get("select") == 1
+    assert report["work"]["reused"].get("assign") == 1
 
 
 def test_leftover_temporary_files_of_every_writer_are_removed(corpus, tmp_path):
@@ -348,7 +348,7 @@ def test_a_damaged_work_file_on_object_storage_is_recomputed(corpus, tmp_path, s
     with f3.open_output_stream(kept, compression=None) as f:
         f.write(raw[:len(raw) // 2])                          # truncated
     f3.delete_file(find("/prep/f00000c000000/ids.arrow"))
-    with f3.open_output_stream(find("/stage/select.done"), compression=None) as f:
+    with f3.open_output_stream(find("/stage/assign.done"), compression=None) as f:
         f.write(b'{"kept": 1}')                               # valid, other values
     sig = find("/sig/r000000000000.keys.npy")
     with f3.open_input_stream(sig, compression=None) as f:

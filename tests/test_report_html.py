@@ -82,7 +82,7 @@ def test_page_holds_the_counts_plots_and_clusters(page):
         assert m and int(m.group(1).replace(",", "")) == report["documents"][want]
     b, r = report["parameters"]["bands"], report["parameters"]["rows"]
     assert f"{b} bands x {r} rows" in html and "threshold 0.5" in html
-    for stage in ("prepare", "signatures", "lsh", "verify", "write"):
+    for stage in ("read", "signatures", "buckets", "select", "write"):
         assert f">{stage}</text>" in html
     # the largest clusters first: sizes in the headings never grow
     sizes = [int(s.replace(",", "")) for s in re.findall(r"<h3>#\d+: ([\d,]+) documents", html)]

@@ -73,7 +73,7 @@ def assert_same_outputs(ref, out):
         assert read(os.path.join(ref, name)) == read(os.path.join(out, name)), name
 
 
-@pytest.mark.parametrize("stage,after", [("prepare", 3), ("signatures", 2), ("verify", 1)])
+@pytest.mark.parametrize("stage,after", [("read", 3), ("signatures", 2), ("select", 1)])
 def test_killed_mid_stage_resumes_with_identical_outputs(corpus, tmp_path, stage, after):
     paths, ref = corpus
     out = str(tmp_path / "out")
@@ -88,7 +88,7 @@ def test_killed_mid_stage_resumes_with_identical_outputs(corpus, tmp_path, stage
     # the units finished before the kill were not computed again ...
     assert reused.get(stage, 0) >= after
     # ... and every earlier stage was reused whole
-    order = ["prepare", "exact", "signatures", "lsh", "verify"]
+    order = ["read", "exact", "signatures", "buckets", "select"]
     for earlier in order[:order.index(stage)]:
         assert reused.get(earlier, 0) == report["work"]["units"][earlier], earlier
     assert not os.path.exists(report["work"]["dir"])
@@ -113,7 +113,7 @@ def test_sigkill_from_outside_after_a_stage_marker(corpus, tmp_path):
     assert marker is not None and p.returncode == -signal.SIGKILL
     report = run_staged(paths, out, CFG, memory_limit=LIMIT, work_dir=work)
     assert_same_outputs(ref, out)
-    assert report["work"]["reused"]["prepare"] == report["work"]["units"]["prepare"]
+    assert report["work"]["reused"]["read"] == report["work"]["units"]["read"]
     assert report["work"]["reused"]["exact"] == report["work"]["units"]["exact"]
 
 
@@ -126,7 +126,7 @@ def test_completed_stages_are_reused_and_changes_are_not(corpus, tmp_path):
     again = run_staged(paths, str(tmp_path / "b"), CFG, memory_limit=LIMIT, work_dir=work,
                        keep_work_dir=True)
     assert again["work"]["dir"] == first["work"]["dir"]
-    for stage in ("prepare", "exact", "signatures", "lsh", "verify", "select"):
+    for stage in ("read", "exact", "signatures", "buckets", "select", "assign"):
         assert again["work"]["reused"].get(stage), stage
     assert_same_outputs(ref, str(tmp_path / "b"))
     # another threshold: another work directory, nothing reused

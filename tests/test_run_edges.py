@@ -57,7 +57,7 @@ def test_full_disk_in_the_work_directory(tmp_path, monkeypatch):
     monkeypatch.setattr(store.np, "save", real)
     # the completed units are reused and the result is whole
     report = run([src], str(tmp_path / "out"), CFG, work_dir=str(work), html=False)
-    assert report["work"]["reused"].get("prepare")
+    assert report["work"]["reused"].get("read")
     assert report["documents"]["in"] == len(TEXTS)
 
 

@@ -145,8 +145,8 @@ def test_default_budget_equals_in_memory_run(corpus, tmp_path):
     report = run_staged(paths, str(tmp_path / "out"), CFG, html=True)
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
     assert report["work"]["chunks"] == len(paths)     # every file fits: one chunk each
-    assert set(report["memory"]["peak_rss_bytes"]) >= {"prepare", "exact", "signatures", "lsh",
-                                                        "verify", "select", "write"}
+    assert set(report["memory"]["peak_rss_bytes"]) >= {"read", "exact", "signatures", "buckets",
+                                                        "select", "assign", "write"}
     assert report["work"]["store"] == "disk"
     assert report["scheduler"]["scheduler"] == "none"
     assert not os.path.exists(report["work"]["dir"])  # removed after success
@@ -164,8 +164,8 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path):
     assert w["chunks"] >= 3 * len(paths)
     assert w["units"]["exact"] > 1
     assert w["units"]["signatures"] > 1
-    assert w["units"]["lsh"] > CFG.bands
-    assert w["units"]["verify"] > 1
+    assert w["units"]["buckets"] > CFG.bands
+    assert w["units"]["select"] > 1
     assert report["work"]["plan"]["task_bytes"] == 64 * 1024
 
 

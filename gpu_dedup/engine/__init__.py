@@ -3,9 +3,12 @@ runner over a store through an executor.
 
 * :mod:`~gpu_dedup.engine.plan`: the budget split and the choice of store;
 * :mod:`~gpu_dedup.engine.store`: memory or the work directory on disk;
+* :mod:`~gpu_dedup.engine.records`: what the stages hand each other;
+* :mod:`~gpu_dedup.engine.base`: what every runner needs, and the ``read``
+  stage;
 * :mod:`~gpu_dedup.engine.tasks`: one function per stage over one partition;
-* :mod:`~gpu_dedup.engine.runner`: the stages in order (the last one in
-  :mod:`~gpu_dedup.engine.select_stage`), and the outputs
+* :mod:`~gpu_dedup.engine.runner`: the near-duplicate stages in order (the
+  last one in :mod:`~gpu_dedup.engine.assign_stage`), and the outputs
   (:mod:`~gpu_dedup.engine.outputs`);
 * :mod:`~gpu_dedup.engine.executors`: in process, Dask threads, a Dask cluster;
 * :mod:`~gpu_dedup.engine.substr`: exact-substring deduplication over the same

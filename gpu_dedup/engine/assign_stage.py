@@ -1,8 +1,8 @@
-"""The last stage: per document, kept or not, the kept document it
+"""The last stage, ``assign``: per document, kept or not, the kept document it
 duplicates and the similarity to it, its cluster; and the pairs found
 (``final/NAME.npy`` for each name of :data:`FINAL`).
 
-:class:`SelectStage` is part of :class:`gpu_dedup.engine.runner.Runner`.
+:class:`AssignStage` is part of :class:`gpu_dedup.engine.runner.Runner`.
 """
 from __future__ import annotations
 
@@ -13,19 +13,20 @@ from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import chaining_summary, similarity_summary
 from . import tasks
+from .records import ScoreInputs
 
 #: The per-document and per-pair result arrays (``final/NAME.npy``).
 FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
          "pair_similarity", "pair_exact")
 
 
-class SelectStage:
-    """The selection stage of :class:`~gpu_dedup.engine.runner.Runner`."""
+class AssignStage:
+    """The ``assign`` stage of :class:`~gpu_dedup.engine.runner.Runner`."""
 
-    def select(self) -> None:
+    def assign(self) -> None:
         """Per document: kept, the kept document it duplicates and the
         similarity to it, its cluster; and the verified pairs."""
-        meta = self._stage_done("select")
+        meta = self._stage_done("assign")
         st = self.store
         if meta is None:
             N = self.N
@@ -61,8 +62,8 @@ class SelectStage:
                 meta["chaining"] = chaining_summary(cluster, kept, rsim,
                                                     float(self.cfg.threshold))
             del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
-            st.mark_done("stage/select", meta, [f"final/{n}.npy" for n in FINAL])
-        self.select_meta = meta
+            st.mark_done("stage/assign", meta, [f"final/{n}.npy" for n in FINAL])
+        self.assign_meta = meta
 
     def _pairs(self, members, member_rep):
         """The exact and the accepted pairs, as document indices ``a < b``,
@@ -140,5 +141,6 @@ class SelectStage:
                 packed = pack_edges(np.minimum(pa_[diff], pb_[diff]),
                                     np.maximum(pa_[diff], pb_[diff]))
                 u, inv = unique(packed, return_inverse=True)
-                dsim[r[diff]] = self._scorer("select")(u)[inv]
+                score = self._scorer("select", "assign", ScoreInputs(self.docs, self.blocks))
+                dsim[r[diff]] = score(u)[inv]
         return dup, dsim

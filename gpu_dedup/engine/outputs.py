@@ -17,7 +17,8 @@ import pyarrow.parquet as pq
 from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
-from .tasks import Ctx, gather, gather_ids
+from .records import Documents
+from .tasks import Ctx, gather
 
 #: Rows per Parquet row group, as ``pyarrow.parquet.write_table`` writes them;
 #: writing the same row groups one by one gives the same bytes.
@@ -35,10 +36,10 @@ class RunOutputs:
 
     def stats(self) -> dict:
         N = self.N - self.C              # the outputs' documents
-        m = self.select_meta
+        m = self.assign_meta
         removed = N - m["kept"]
-        v = self.verify_meta
-        lsh = self.lsh_meta
+        v = self.select_meta
+        lsh = self.buckets_meta
         active = sum(c["active"] for c in self.chunks if not (self.C and c["file"] == 0))
         stats = {
             "documents": N,
@@ -77,7 +78,7 @@ class RunOutputs:
 
     def texts(self, name: str = "text.arrow") -> "StoredStrings":
         """The stored normalized texts (or ``ids.arrow``: the ids), read on demand."""
-        return StoredStrings(self.ctx, name, self.N)
+        return StoredStrings(self.ctx, self.docs, name)
 
 
     def _names(self, docs: np.ndarray) -> pa.Array:
@@ -85,14 +86,14 @@ class RunOutputs:
         the index."""
         docs = np.asarray(docs, dtype=np.int64)
         if not self.C:
-            return gather_ids(self.ctx, docs).cast(pa.string())
+            return self.ids_of(docs).cast(pa.string())
         inside = docs < self.C
         out = np.empty(docs.size, dtype=object)
         if inside.any():
             out[inside] = self.context.ids.take(pa.array(docs[inside])).to_numpy(
                 zero_copy_only=False)
         if (~inside).any():
-            out[~inside] = gather_ids(self.ctx, docs[~inside]).cast(pa.string()).to_numpy(
+            out[~inside] = self.ids_of(docs[~inside]).cast(pa.string()).to_numpy(
                 zero_copy_only=False)
         return pa.array(out, pa.string())
 
@@ -210,16 +211,16 @@ class RunOutputs:
 class StoredStrings:
     """``strings[i]`` of the stored texts or ids, read on demand."""
 
-    def __init__(self, ctx: Ctx, name: str, n: int):
+    def __init__(self, ctx: Ctx, docs: Documents, name: str):
         self.ctx = ctx
+        self.docs = docs
         self.name = name
-        self.n = n
 
     def __len__(self) -> int:
-        return self.n
+        return self.docs.count
 
     def __getitem__(self, i):
-        return gather(self.ctx, np.array([int(i)], dtype=np.int64), self.name)[0]
+        return gather(self.ctx, self.docs, np.array([int(i)], dtype=np.int64), self.name)[0]
 
 
 class RowGroups:

@@ -1,5 +1,5 @@
-"""The runner: the stages of :mod:`gpu_dedup.engine.tasks` in order, over a
-store, through an executor.
+"""The near-duplicate runner: its stages in order, over a store, through an
+executor.
 
 One :class:`Runner` serves every way of running: the library's
 :func:`gpu_dedup.deduplicate` over an Arrow array and ``gpu-dedup run`` over
@@ -7,18 +7,30 @@ files, in memory or out of core, in this process or on Dask. Only the store
 (:mod:`gpu_dedup.engine.store`) and the executor
 (:mod:`gpu_dedup.engine.executors`) differ, and neither changes a result.
 
-Between the stages the runner keeps what every later stage needs, per
-document: about 50 bytes (representative, cluster and kept flags, the
-union-find of the components) plus the candidate edges.
+The stages, each a method that takes the records of the
+stages before it (:mod:`gpu_dedup.engine.records`) and returns its own, its
+tasks in :mod:`gpu_dedup.engine.tasks`:
 
-The last stage is :mod:`~gpu_dedup.engine.select_stage`; what a finished
-run writes, :mod:`~gpu_dedup.engine.outputs`.
+1. ``read``: the inputs into chunks (:class:`~gpu_dedup.engine.records.Documents`),
+   ids checked (:class:`~gpu_dedup.engine.base.RunnerBase`);
+2. ``exact``: the representatives of the groups of identical texts;
+3. ``signatures``: MinHash signatures and band keys, per block of
+   representatives (:class:`~gpu_dedup.engine.records.Blocks`);
+4. ``buckets``: the band collisions;
+5. ``select``: greedy selection of the representatives, scoring candidate
+   pairs as it goes (or, for components, the pairs at the threshold);
+6. ``assign``: each document's kept document, similarity and cluster
+   (:mod:`~gpu_dedup.engine.assign_stage`).
+
+Between the stages the runner itself holds the representatives' positions
+(8 bytes each) and a few numbers per chunk and block; everything per
+document or per pair lives in the store. What a finished run writes is
+:mod:`~gpu_dedup.engine.outputs`.
 """
 from __future__ import annotations
 
 import logging
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,18 +39,16 @@ import pyarrow as pa
 from ..arrays import concat_csr, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
-from ..io.plan import location
 from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
-from ..timing import StageTimer
 from . import tasks
+from .assign_stage import AssignStage
+from .base import RunnerBase
 from .outputs import RunOutputs
-from .select_stage import SelectStage
-from .tasks import BandKeys, Ctx, edges_digest, gather_ids
+from .records import Blocks, Documents, ScoreInputs
+from .tasks import BandKeys, edges_digest
 
 log = logging.getLogger("gpu_dedup")
 
-#: Stage names, in order, as report.json lists their seconds.
-STAGES = ("prepare", "exact", "signatures", "lsh", "verify", "select")
 _U64 = np.uint64
 
 
@@ -68,192 +78,64 @@ class Context:
         return pa.array(out, pa.string())
 
 
-class Runner(SelectStage, RunOutputs):
-    """Runs the stages over ``store`` with ``executor``.
+class Runner(RunnerBase, AssignStage, RunOutputs):
+    """Runs the near-duplicate stages over ``store`` with ``executor``.
 
     Args:
         cfg: the resolved :class:`gpu_dedup.config.Config`.
-        backend: the backend object (its tasks in this process use it).
-        store: a :class:`MemoryStore` or an opened :class:`DiskStore`.
-        executor: from :func:`gpu_dedup.engine.executors.make_executor`.
-        plan: the :class:`gpu_dedup.engine.plan.Plan`.
-        on_stage: ``on_stage(name)`` as each stage starts.
-        on_progress: ``on_progress(stage, done, total)`` as its tasks complete.
-        monitor: a started :class:`gpu_dedup.memory.PeakMonitor`, or None.
         context: the documents of an index the run is deduplicated against
             (:class:`Context`): they are the run's first input, kept
             already, and left out of every output but ``duplicate_of``.
+        The rest as for :class:`gpu_dedup.engine.base.RunnerBase`.
     """
 
-    def __init__(self, cfg, backend, store, executor, plan, *, text_field="text",
-                 id_field="id", on_bad_record="error", gpu_memory=None, on_stage=None,
-                 on_progress=None, monitor=None, context=None, on_bytes=None):
-        self.cfg = cfg
-        self.be = backend
-        self.store = store
-        self.ex = executor
-        self.plan = plan
-        self.on_stage = on_stage
-        self.on_progress = on_progress
-        self.on_bytes = on_bytes        # (input bytes read, to read) as units are read
-        self.monitor = monitor
-        key = (backend.name, id(backend))
-        tasks.BACKENDS[key] = backend
-        self.ctx = Ctx(store, cfg, backend.name, text_field, id_field, plan,
-                       on_bad_record=on_bad_record, gpu_memory=gpu_memory, backend_key=key)
-        self.timer = StageTimer()
-        self.reused: dict[str, int] = {}
-        self.units: dict[str, int] = {}
+    def __init__(self, cfg, backend, store, executor, plan, *, context=None, **kw):
+        super().__init__(backend, store, executor, plan, cfg=cfg, **kw)
         self.context = context
         self.C = 0                      # documents of the context (the first input)
 
-    # -- helpers ----------------------------------------------------------
-    @contextmanager
-    def stage(self, name: str):
-        """Time a stage, record its peak memory and announce it."""
-        if self.on_stage is not None:
-            self.on_stage(name)
-        with self.timer(name):
-            if self.monitor is None:
-                yield
-            else:
-                with self.monitor.stage(name, release=self.store.kind == "disk"):
-                    yield
-
-    def _progress(self, stage: str, done: int, total: int) -> None:
-        if self.on_progress is not None and total:
-            self.on_progress(stage, done, total)
-
-    def _map(self, stage: str, task, items: list, stop_on_error: bool = False) -> list:
-        total = len(items)
-        self.units[stage] = self.units.get(stage, 0) + total
-        done = [0]
-        sequential = self.ex.name == "none"
-
-        read = [0]
-        to_read = sum(int(u.get("bytes", 0)) for u in items) if stage == "prepare" else 0
-
-        def on_done(i, result):
-            done[0] += 1
-            if to_read and self.on_bytes is not None:
-                read[0] += int(items[i].get("bytes", 0))
-                self.on_bytes(read[0], to_read)
-            if stop_on_error and sequential and isinstance(result, dict) and "error" in result:
-                raise result["error"]     # in order: nothing earlier can fail any more
-            if isinstance(result, dict) and result.get("reused"):
-                self.reused[stage] = self.reused.get(stage, 0) + int(result["reused"])
-            self._progress(stage, done[0], total)
-
-        out = self.ex.map(task, items, self.ctx, on_done=on_done)
-        if self.reused.get(stage):
-            log.info("%s: reused %d completed unit(s) from %s", stage, self.reused[stage],
-                     self.store.root)
-        return out
-
-    def _stage_done(self, name: str, label: str | None = None):
-        """The metadata of stage ``name`` if a disk store holds it complete
-        (counted as reused under ``label``, by default the name)."""
-        meta = self.store.done(f"stage/{name}")
-        if meta is not None:
-            log.info("%s: reusing the completed stage from %s", name, self.store.root)
-            label = label or name
-            n = max(1, int(meta.get("units", 1)))
-            self.reused[label] = self.reused.get(label, 0) + n
-            self.units[label] = self.units.get(label, 0) + n
-        return meta
-
     # -- the whole run ----------------------------------------------------
     def run(self, units: list) -> None:
-        """Every stage up to the selection of kept documents."""
-        with self.stage("prepare"):
-            self.prepare(units)
-        log.info("prepared %d documents in %d chunk(s)", self.N, len(self.chunks))
+        """Every stage up to each document's kept document."""
+        with self.stage("read"):
+            docs = self.read(units, tasks.task_prepare)
+        log.info("read %d documents in %d chunk(s)", docs.count, len(docs.chunks))
         with self.stage("exact"):
-            self.exact()
+            reps = self.exact(docs)
         with self.stage("signatures"):
-            self.signatures()
-        with self.stage("lsh"):
-            self.lsh()
-        with self.stage("verify"):
-            self.verify()
+            blocks = self.signatures(docs, reps)
+        with self.stage("buckets"):
+            self.buckets(blocks)
         with self.stage("select"):
-            self.select()
+            self.select(docs, blocks)
+        with self.stage("assign"):
+            self.assign()
 
     # -- stages -----------------------------------------------------------
-    def prepare(self, units: list, task=tasks.task_prepare) -> None:
-        """Read every unit (``task``: how each chunk is stored) and learn the
-        chunks, the shards and the documents' global positions."""
-        meta = self._stage_done("prepare")
-        if meta is None:
-            results = self._map("prepare", task, units, stop_on_error=True)
-            errors = [(u["order"], r["error"]) for u, r in zip(units, results) if "error" in r]
-            if errors:
-                raise min(errors, key=lambda e: e[0])[1]
-            chunks = [c for r in results for c in r["chunks"]]
-            self._check_id_presence(chunks)
-            meta = {"chunks": chunks, "units": len(units)}
-            # every later stage reads the chunks' files: checked with the stage
-            self.store.mark_done("stage/prepare", meta,
-                                 units=[f"prep/{c['key']}" for c in chunks])
-        self.chunks = meta["chunks"]
-        paths: dict = {}
-        for c in self.chunks:
-            paths.setdefault(c["file"], c["path"])
-        self.shard_paths = [paths[i] for i in sorted(paths)]
-        n = np.array([c["n"] for c in self.chunks], dtype=np.int64)
-        self.doc_starts = np.concatenate([[0], np.cumsum(n)]).astype(np.int64)
-        self.N = int(self.doc_starts[-1])
-        if self.N > MAX_DOCUMENTS:
-            raise InputError(f"{self.N:,} documents: a run takes at most {MAX_DOCUMENTS:,} "
-                             f"(document positions are packed in 32 bits); split the inputs "
-                             f"and deduplicate the parts against each other")
-        self.ctx.chunks = self.chunks
-        self.ctx.doc_starts = self.doc_starts
-        self.avg_text = (sum(c.get("text_bytes", 0) for c in self.chunks) / self.N
-                         if self.N else 1.0)
+    def read(self, units: list, task) -> Documents:
+        docs = super().read(units, task)
+        if docs.count > MAX_DOCUMENTS:
+            raise InputError(f"{docs.count:,} documents: a run takes at most "
+                             f"{MAX_DOCUMENTS:,} (document positions are packed in 32 bits); "
+                             f"split the inputs and deduplicate the parts against each other")
+        self.avg_text = (sum(c.get("text_bytes", 0) for c in docs.chunks) / docs.count
+                         if docs.count else 1.0)
         if self.context is not None and self.context.docs:
-            self.C = sum(c["n"] for c in self.chunks if c["file"] == 0)
+            self.C = sum(c["n"] for c in docs.chunks if c["file"] == 0)
             if self.C != self.context.docs:
-                raise InputError(f"{self.shard_paths[0]}: {self.C:,} documents, expected "
+                raise InputError(f"{docs.shard_paths()[0]}: {self.C:,} documents, expected "
                                  f"{self.context.docs:,} from the index")
+        return docs
 
-    def _check_id_presence(self, chunks) -> None:
-        """A file whose records have ids must have one on every record; across
-        chunks, the first record without one is named."""
-        by_file: dict[int, list] = {}
-        for c in chunks:
-            by_file.setdefault(c["file"], []).append(c)
-        for cs in by_file.values():
-            if len(cs) < 2 or not any(c["has_ids"] for c in cs):
-                continue
-            missing = [c["first_missing_id"] for c in cs if c.get("first_missing_id") is not None]
-            missing += [c["first_line"] for c in cs if not c["has_ids"] and c["n"]]
-            if missing:
-                raise InputError(f"{location(cs[0], min(missing))}: missing id field "
-                                 f"{self.ctx.id_field!r} (other records of this file have one)")
-
-    def locate(self, i: int) -> str:
-        """Where document ``i`` is, for messages."""
-        ci = int(np.searchsorted(self.doc_starts, i, side="right") - 1)
-        c = self.chunks[ci]
-        loc = self.store.load_npy(f"prep/{c['key']}/loc.npy", mmap=True)[i - self.doc_starts[ci]]
-        return location(c, int(loc))
-
-    def exact(self) -> None:
+    def exact(self, docs: Documents) -> np.ndarray:
+        """The representatives: the first active document of each group of
+        identical texts (sorted positions); the other members are stored."""
         meta = self._stage_done("exact")
         st = self.store
         if meta is None:
-            parts = max(1, math.ceil(self.N * 120 / self.plan.task_bytes))
+            parts = max(1, math.ceil(docs.count * 120 / self.plan.task_bytes))
             items = [(p, parts) for p in range(parts)]
-            results = self._map("exact", tasks.task_exact, items)
-            dups = [r["dup"] for r in results if r["dup"] is not None]
-            if dups:
-                g, m = min(dups)
-                ids = gather_ids(self.ctx, np.array([g, m])).to_pylist()
-                if ids[0] == ids[1]:
-                    raise InputError(f"{self.locate(m)}: duplicate id {ids[0]!r} (first at "
-                                     f"{self.locate(g)}); ids must be unique, or pass "
-                                     f"--id-field none to generate them")
+            self._map("exact", tasks.task_exact, items, docs)
 
             def load(name):
                 arrs = [st.load_npy(f"exact/{parts}/p{p:05d}/{name}.npy") for p in range(parts)]
@@ -276,32 +158,34 @@ class Runner(SelectStage, RunOutputs):
                                                ("reps", "members", "member_rep")])
         self.reps = st.load_npy("exact/reps.npy")
         self.R = int(self.reps.size)
+        return self.reps
 
-    def signature_blocks(self) -> list:
+    def signature_blocks(self, docs: Documents, reps: np.ndarray) -> Blocks:
         cfg = self.cfg
         per_rep = cfg.num_perm * (cfg.signature_bits // 8) + cfg.bands * 8 * 2 + 16
         rows = max(256, self.plan.task_bytes // (3 * per_rep))
         blocks = []
-        for ci in range(len(self.chunks)):
-            lo = int(np.searchsorted(self.reps, self.doc_starts[ci]))
-            hi = int(np.searchsorted(self.reps, self.doc_starts[ci + 1]))
+        for ci in range(len(docs.chunks)):
+            lo = int(np.searchsorted(reps, docs.starts[ci]))
+            hi = int(np.searchsorted(reps, docs.starts[ci + 1]))
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
                 blocks.append({"key": f"r{r0:012d}", "chunk": ci, "r0": r0, "r1": r1})
-        return blocks
+        return Blocks.of(blocks)
 
-    def signatures(self) -> None:
-        self.blocks = self.signature_blocks()
-        self.ctx.blocks = self.blocks
-        self.ctx.block_starts = np.array([b["r0"] for b in self.blocks], dtype=np.int64)
+    def signatures(self, docs: Documents, reps: np.ndarray) -> Blocks:
+        """MinHash signatures and band keys of the representatives, per block."""
+        blocks = self.signature_blocks(docs, reps)
         meta = self._stage_done("signatures")
         if meta is None:
-            results = self._map("signatures", tasks.task_signatures, self.blocks)
+            results = self._map("signatures", tasks.task_signatures, list(blocks.blocks), docs)
             meta = {"shingles": int(sum(r["shingles"] for r in results)),
-                    "units": len(self.blocks)}
+                    "units": len(blocks.blocks)}
             self.store.mark_done("stage/signatures", meta,
-                                 units=[f"sig/{b['key']}" for b in self.blocks])
+                                 units=[f"sig/{b['key']}" for b in blocks.blocks])
         self.shingles = meta["shingles"]
+        self.blocks = blocks
+        return blocks
 
     def lsh_layout(self) -> tuple[int, int]:
         """(key partitions, bands per unit) that fit a task's share."""
@@ -324,8 +208,10 @@ class Runner(SelectStage, RunOutputs):
             g += 1
         return parts, g
 
-    def lsh(self) -> None:
-        meta = self._stage_done("lsh")
+    def buckets(self, blocks: Blocks) -> dict:
+        """The band collisions: buckets of two or more representatives
+        (greedy selection), or their candidate pairs (components)."""
+        meta = self._stage_done("buckets")
         st = self.store
         if meta is None:
             parts, g = self.lsh_layout()
@@ -336,7 +222,7 @@ class Runner(SelectStage, RunOutputs):
                 for j0 in range(0, B, g):
                     units.append({"layout": layout, "index": len(units), "parts": parts,
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
-            self._map("lsh", tasks.task_lsh, units)
+            self._map("buckets", tasks.task_lsh, units, blocks)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
             if self.cfg.cluster == "greedy":
                 off, members = concat_csr(
@@ -361,8 +247,9 @@ class Runner(SelectStage, RunOutputs):
                 meta["first_round"] = int(first.size)
                 del first
                 files = ["lsh/first_round.npy"]
-            st.mark_done("stage/lsh", meta, files)
-        self.lsh_meta = meta
+            st.mark_done("stage/buckets", meta, files)
+        self.buckets_meta = meta
+        return meta
 
     def _score_batches(self, edges: np.ndarray) -> list[np.ndarray]:
         cfg = self.cfg
@@ -377,14 +264,16 @@ class Runner(SelectStage, RunOutputs):
             size = max(1024, min(size, -(-edges.size // self.ex.concurrency)))
         return [edges[s:s + size] for s in range(0, edges.size, size)]
 
-    def _scorer(self, prefix: str, floor: float = 0.0):
+    def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0):
         """``score(packed) -> float64``: the similarity of packed pairs of
         representative positions, in batches through the executor; on a disk
         store each batch is saved as it completes, and a rerun reuses it.
         Scores below ``floor`` need not be exact (only whether they reach it
-        matters to the caller)."""
+        matters to the caller). ``score.release()`` lets go of ``inputs``
+        (the shared sets may be large); ``score.calls[0]``: its calls."""
         st = self.store
         calls = [0]
+        held = [inputs]
 
         def score(packed):
             calls[0] += 1
@@ -397,10 +286,10 @@ class Runner(SelectStage, RunOutputs):
                 m = st.done(name)
                 if m is not None and m.get("digest") == edges_digest(b):
                     out[i] = st.load_npy(f"{name}.npy")
-                    self.reused["verify"] = self.reused.get("verify", 0) + 1
+                    self.reused[stage] = self.reused.get(stage, 0) + 1
                 else:
                     todo.append(i)
-            self.units["verify"] = self.units.get("verify", 0) + len(batches)
+            self.units[stage] = self.units.get(stage, 0) + len(batches)
             if todo:
                 count = [0]
 
@@ -413,51 +302,58 @@ class Runner(SelectStage, RunOutputs):
                                      [f"{name}.npy"])
                     out[i] = r
                     count[0] += 1
-                    self._progress("verify", count[0], len(todo))
+                    self._progress(stage, count[0], len(todo))
 
                 self.ex.map(tasks.task_score,
                             [(batches[i], floor) if floor else batches[i] for i in todo],
-                            self.ctx, on_done=on_done)
+                            self.ctx, held[0], on_done=on_done)
             if len(out) == 1:
                 return out[0]
             return np.concatenate(out) if out else np.zeros(0, np.float64)
 
+        def release():
+            held[0] = None
+
         score.calls = calls
+        score.release = release
         return score
 
-    def verify(self) -> None:
-        """Greedy selection over the buckets (scoring as it goes), or the
-        verified edges of the components."""
-        meta = self._stage_done("verify")
+    def select(self, docs: Documents, blocks: Blocks) -> dict:
+        """Greedy selection of the representatives over the buckets, scoring
+        candidate pairs as it goes; or, for components, the candidate pairs
+        that reach the threshold."""
+        meta = self._stage_done("select")
         if meta is None:
             if self.cfg.cluster == "greedy":
-                meta = self._verify_greedy()
+                meta = self._select_representatives(docs, blocks)
                 names = ("accepted", "scores", "best", "rep_kept", "rep_dup", "rep_sim")
             else:
-                meta = self._verify_components()
+                meta = self._verify_components(docs, blocks)
                 names = ("accepted", "scores")
-            self.store.mark_done("stage/verify", meta, [f"verify/{n}.npy" for n in names])
-        self.verify_meta = meta
+            self.store.mark_done("stage/select", meta, [f"verify/{n}.npy" for n in names])
+        self.select_meta = meta
+        return meta
 
-    def _verify_components(self) -> dict:
+    def _verify_components(self, docs: Documents, blocks: Blocks) -> dict:
         cfg = self.cfg
         st = self.store
         first = st.load_npy("lsh/first_round.npy")
-        score = self._scorer("verify")
         ia, ib = unpack_edges(first)
-        self.ctx.sets = self._shared_sets(unique(np.concatenate([ia, ib])))
+        inputs = ScoreInputs(docs, blocks, self._shared_sets(unique(np.concatenate([ia, ib]))))
+        score = self._scorer("verify", "select", inputs)
         del ia, ib
-        keys = BandKeys(self.ctx, self.R, cfg.bands)
+        keys = BandKeys(self.ctx, blocks, self.R, cfg.bands)
         er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
                             accept_all=not cfg.verify)
-        self.ctx.sets = None
+        score.release()                 # the shared sets
+        del inputs
         st.save_npy("verify/accepted.npy", er.accepted)
         st.save_npy("verify/scores.npy", er.scores)
         return {"candidates": er.candidates, "rounds": er.rounds, "skipped": 0,
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
 
-    def _verify_greedy(self) -> dict:
+    def _select_representatives(self, docs: Documents, blocks: Blocks) -> dict:
         cfg = self.cfg
         st = self.store
         off = st.load_npy("lsh/bucket_off.npy")
@@ -474,9 +370,10 @@ class Runner(SelectStage, RunOutputs):
             bucket = np.repeat(np.arange(off.size - 1, dtype=np.int64), np.diff(off))
             members = members[np.lexsort((members, bucket))]
             del bucket
-        self.ctx.sets = self._shared_sets(unique(members) if pos_of_rank is None
-                                          else unique(pos_of_rank[members]))
-        score = self._scorer("verify", float(cfg.threshold) if cfg.verify else 0.0)
+        inputs = ScoreInputs(docs, blocks, self._shared_sets(
+            unique(members) if pos_of_rank is None else unique(pos_of_rank[members])))
+        score = self._scorer("verify", "select", inputs,
+                             float(cfg.threshold) if cfg.verify else 0.0)
 
         def score_ranks(packed):
             u, v = unpack_edges(packed)
@@ -488,8 +385,8 @@ class Runner(SelectStage, RunOutputs):
         fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
         sel = self.be.select(off, members, self.R, score_ranks, float(cfg.threshold),
                              cfg.bucket_limit, accept_all=not cfg.verify, fixed=fixed)
-        self.ctx.sets = None
-        del off, members
+        score.release()                 # the shared sets
+        del off, members, inputs
         kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
         u, v = unpack_edges(sel.pairs)
         if pos_of_rank is not None:

@@ -59,7 +59,7 @@ from ..stages.normalize import text_buffers
 log = logging.getLogger("gpu_dedup")
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 5
+FORMAT_VERSION = 6
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"

@@ -4,7 +4,7 @@ The same store, executors and read units as near-duplicate detection
 (:mod:`gpu_dedup.engine.tasks`); in memory and out of core the stages and
 their results are the same, only where the arrays live differs. The stages:
 
-1. ``prepare``, per read unit: the original texts, ids and locations.
+1. ``read``, per read unit: the original texts, ids and locations.
 2. ``hash``, per chunk: the units, the hash of each distinct normalized unit
    (XXH64, seeded), each unit's hash, the chunk's vocabulary sorted by hash,
    and its windows' rolling hashes sorted by hash (with their first units).
@@ -31,21 +31,21 @@ from __future__ import annotations
 import logging
 import math
 import os
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..arrays import string_ranges
-from ..config import Config
-from ..errors import DedupError, InputError
+from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
 from ..kernels import substr as K
-from ..stages.exact import exact_representatives
 from ..stages.normalize import text_buffers
-from .runner import Runner
+from .base import RunnerBase
+from .records import Documents
 from .substr_output import SubstrOutputs, report_dict  # noqa: F401  (callers import it here)
-from .tasks import Ctx, backend_of, chunk_ids, chunk_meta, gather_ids, host, read_unit
+from .tasks import Ctx, backend_of, chunk_ids, chunk_meta, host, read_unit
 
 log = logging.getLogger("gpu_dedup")
 
@@ -112,12 +112,12 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
 
 # -- hash -----------------------------------------------------------------------
 
-def chunk_units(ctx: Ctx, c: dict):
+def chunk_units(ctx: Ctx, c: dict, unit: str):
     """A chunk's text buffers and units (:func:`kernels.substr.units`)."""
     off, data = ctx.store.buffers(f"prep/{c['key']}/text.arrow")
     off = np.asarray(off, np.int64)
     data = np.asarray(data)
-    return off, data, K.units(off, data, ctx.job["unit"] == "word")
+    return off, data, K.units(off, data, unit == "word")
 
 
 def unit_hashes(be, units: pa.Array, normalize, seed: int):
@@ -136,15 +136,15 @@ def unit_hashes(be, units: pa.Array, normalize, seed: int):
     return vh[idx], vocab, vh
 
 
-def task_hash(ci: int, ctx: Ctx) -> dict:
-    st, job = ctx.store, ctx.job
-    c = ctx.chunks[ci]
-    seed = job["seed"]
+def task_hash(ci: int, ctx: Ctx, step: Step) -> dict:
+    st, job = ctx.store, step.job
+    c = step.docs.chunks[ci]
+    seed = step.seed
     name = f"hash{seed}/{c['key']}"
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
-    off, data, (u_off, b0, b1, _c0, _c1) = chunk_units(ctx, c)
+    off, data, (u_off, b0, b1, _c0, _c1) = chunk_units(ctx, c, job["unit"])
     del _c0, _c1
     U = int(u_off[-1])
     be = backend_of(ctx)
@@ -174,17 +174,17 @@ def task_hash(ci: int, ctx: Ctx) -> dict:
 
 # -- vocab ----------------------------------------------------------------------
 
-def task_vocab(item: tuple, ctx: Ctx) -> dict:
+def task_vocab(item: tuple, ctx: Ctx, step: Step) -> dict:
     """Whether two different units of hash range ``p`` share a hash."""
     p, parts = item
-    st, seed = ctx.store, ctx.job["seed"]
+    st, seed = ctx.store, step.seed
     name = f"vocab{seed}/{parts}/p{p:05d}"
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
     lo, hi = _range(p, parts)
     hs, ss = [], []
-    for c in ctx.chunks:
+    for c in step.docs.chunks:
         vh = st.load_npy(f"hash{seed}/{c['key']}/vh.npy", mmap=True)
         a, b = _slice(vh, lo, hi)
         if b > a:
@@ -213,20 +213,20 @@ def task_vocab(item: tuple, ctx: Ctx) -> dict:
 
 # -- windows --------------------------------------------------------------------
 
-def task_windows(item: tuple, ctx: Ctx) -> dict:
+def task_windows(item: tuple, ctx: Ctx, step: Step) -> dict:
     """First occurrences and counts of the windows of hash range ``p``; saves
     the removed ones sorted by their first unit."""
     p, parts = item
-    st, job = ctx.store, ctx.job
-    seed, L, keep = job["seed"], job["L"], job["keep"]
+    st, job = ctx.store, step.job
+    seed, L, keep = step.seed, job["L"], job["keep"]
     name = f"win{seed}/{parts}/p{p:05d}"
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
     lo, hi = _range(p, parts)
-    starts = job["unit_starts"]
+    starts = step.unit_starts
     hs, ss = [], []
-    for ci, c in enumerate(ctx.chunks):
+    for ci, c in enumerate(step.docs.chunks):
         wh = st.load_npy(f"hash{seed}/{c['key']}/wh.npy", mmap=True)
         a, b = _slice(wh, lo, hi)
         if b > a:
@@ -286,18 +286,18 @@ def cut_texts(off, data, b0, b1, su, eu, n):
                                             cut.buffers()[2] if len(cut) else pa.py_buffer(b""))
 
 
-def task_cut(ci: int, ctx: Ctx) -> dict:
-    st, job = ctx.store, ctx.job
-    c = ctx.chunks[ci]
-    seed, L, parts = job["seed"], job["L"], job["parts"]
+def task_cut(ci: int, ctx: Ctx, step: Step) -> dict:
+    st, job = ctx.store, step.job
+    c = step.docs.chunks[ci]
+    seed, L, parts = step.seed, job["L"], step.parts
     name = f"cut{seed}/{parts}/{c['key']}"
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
-    off, data, (u_off, b0, b1, c0, c1) = chunk_units(ctx, c)
+    off, data, (u_off, b0, b1, c0, c1) = chunk_units(ctx, c, job["unit"])
     n = int(c["n"])
     U = int(u_off[-1])
-    U0 = int(job["unit_starts"][ci])
+    U0 = int(step.unit_starts[ci])
     rss, rfs = [], []
     for p in range(parts):
         rs = st.load_npy(f"win{seed}/{parts}/p{p:05d}/rm_start.npy", mmap=True)
@@ -346,32 +346,43 @@ def task_cut(ci: int, ctx: Ctx) -> dict:
 
 # -- the runner -----------------------------------------------------------------
 
-class SubstrRunner(SubstrOutputs, Runner):
+@dataclass(frozen=True)
+class Step:
+    """What the substring tasks read besides their item: the chunks, the
+    command's parameters (``unit``, ``L``, ``keep``, ``normalize``, ``top``;
+    never changed by a stage), the seed of the unit hashes, and what the
+    ``hash`` stage found (each chunk's first unit: ``unit_starts``) and the
+    ``windows`` stage laid out (its hash ranges: ``parts``)."""
+
+    docs: Documents
+    job: dict
+    seed: int = 0
+    unit_starts: np.ndarray | None = None
+    parts: int | None = None
+
+
+class SubstrRunner(RunnerBase, SubstrOutputs):
     """The stages above, over a store through an executor.
 
     Args:
         job: ``unit``, ``L`` (the window), ``keep``, ``normalize`` (steps)
             and ``top`` (how many repeated passages to list).
-        The rest as for :class:`gpu_dedup.engine.runner.Runner`.
+        The rest as for :class:`gpu_dedup.engine.base.RunnerBase`.
     """
 
-    STAGES = ("prepare", "hash", "vocab", "windows", "cut")
-
     def __init__(self, job: dict, backend, store, executor, plan, **kw):
-        super().__init__(Config(), backend, store, executor, plan, **kw)
-        self.ctx.job = {**job, "seed": 0}
-        self.job = self.ctx.job
+        super().__init__(backend, store, executor, plan, **kw)
+        self.job = dict(job)
+        self.step: Step | None = None
 
     def run(self, units: list) -> None:
-        with self.stage("prepare"):
-            self.prepare(units, task_prepare)
-            self._check_unique_ids()
+        with self.stage("read"):
+            docs = self.read(units, task_prepare)
         for seed in range(SEEDS):
-            self.job["seed"] = seed
             with self.stage("hash"):
-                self.hash()
+                step = self.hash(Step(docs, self.job, seed))
             with self.stage("vocab"):
-                collision = self.vocab()
+                collision = self.vocab(step)
             if collision is None:
                 break
             log.warning("two different units share a 64-bit hash (%r, %r): hashing again "
@@ -380,35 +391,19 @@ class SubstrRunner(SubstrOutputs, Runner):
             raise DedupError(f"units {collision[0]!r} and {collision[1]!r} share a hash under "
                              f"{SEEDS} seeds")
         with self.stage("windows"):
-            self.windows()
+            step = self.windows(step)
         with self.stage("cut"):
-            self.cut()
+            self.cut(step)
+        self.step = step
 
-    def _check_unique_ids(self) -> None:
-        fps, where = [], []
-        for ci, c in enumerate(self.chunks):
-            if self.store.exists(f"prep/{c['key']}/idfp.npy"):
-                fps.append(self.store.load_npy(f"prep/{c['key']}/idfp.npy"))
-                where.append(np.arange(c["n"], dtype=np.int64) + int(self.doc_starts[ci]))
-        if not fps:
-            return
-        fp, docs = np.concatenate(fps), np.concatenate(where)
-        rep = exact_representatives(fp, np.ones(docs.size, dtype=bool))
-        dup = np.flatnonzero(rep != np.arange(docs.size))
-        if dup.size:
-            second = int(docs[dup[0]])
-            first = int(docs[rep[dup[0]]])
-            name = gather_ids(self.ctx, np.array([first])).cast(pa.string())[0].as_py()
-            raise InputError(f"{self.locate(second)}: duplicate id {name!r} (first at "
-                             f"{self.locate(first)}); ids must be unique, or pass "
-                             f"--id-field none to generate them")
-
-    def hash(self) -> None:
-        seed = self.job["seed"]
+    def hash(self, step: Step) -> Step:
+        """Each chunk's units hashed with ``step.seed``; the step with each
+        chunk's first unit."""
+        seed, chunks = step.seed, step.docs.chunks
         meta = self._stage_done(f"hash{seed}", "hash")
         if meta is None:
-            res = self._map("hash", task_hash, list(range(len(self.chunks))))
-            keys = [f"hash{seed}/{c['key']}" for c in self.chunks]
+            res = self._map("hash", task_hash, list(range(len(chunks))), step)
+            keys = [f"hash{seed}/{c['key']}" for c in chunks]
             self.store.concat_npy(f"hash{seed}/uh.npy", [f"{k}/uh.npy" for k in keys], _U64)
             per_doc = [self.store.load_npy(f"{k}/units.npy") for k in keys]
             doc_units = np.concatenate([[0]] + per_doc).cumsum().astype(np.int64)
@@ -422,32 +417,37 @@ class SubstrRunner(SubstrOutputs, Runner):
             self.store.mark_done(f"stage/hash{seed}", meta,
                                  [f"hash{seed}/uh.npy", f"hash{seed}/doc_units.npy"], keys)
         self.hash_meta = meta
-        self.job["unit_starts"] = np.concatenate([[0], np.cumsum(meta["chunk_units"])]).astype(
-            np.int64)
+        starts = np.concatenate([[0], np.cumsum(meta["chunk_units"])]).astype(np.int64)
+        return replace(step, unit_starts=starts)
 
-    def vocab(self):
+    def vocab(self, step: Step):
+        """Two different units that share a hash, or None."""
         m = self.hash_meta
         need = m["vocab"] * VOCAB_BYTES + m["vocab_bytes"] * 3
         parts = max(1, math.ceil(need / self.plan.task_bytes))
-        res = self._map("vocab", task_vocab, [(p, parts) for p in range(parts)])
+        res = self._map("vocab", task_vocab, [(p, parts) for p in range(parts)], step)
         found = [r["collision"] for r in res if r["collision"] is not None]
         return found[0] if found else None
 
-    def windows(self) -> None:
+    def windows(self, step: Step) -> Step:
+        """Every window's first occurrence and count; the step with the
+        number of hash ranges."""
         W = sum(self.hash_meta["windows"])
         parts = max(1, math.ceil(W * WINDOW_BYTES / self.plan.task_bytes))
-        self.job["parts"] = parts
-        res = self._map("windows", task_windows, [(p, parts) for p in range(parts)])
+        step = replace(step, parts=parts)
+        res = self._map("windows", task_windows, [(p, parts) for p in range(parts)], step)
         top = sorted((t for r in res for t in r["top"]), key=lambda t: (-t[1], t[0]))
         self.windows_meta = {"windows": int(sum(r["windows"] for r in res)),
                              "distinct": int(sum(r["distinct"] for r in res)),
                              "removed_windows": int(sum(r["removed"] for r in res)),
                              "top": top[:self.job["top"]], "parts": parts}
+        return step
 
-    def cut(self) -> None:
-        res = self._map("cut", task_cut, list(range(len(self.chunks))))
+    def cut(self, step: Step) -> None:
+        """The removed units and spans, and the texts with the spans cut out."""
+        res = self._map("cut", task_cut, list(range(len(step.docs.chunks))), step)
         self.cut_meta = {"spans": int(sum(r["spans"] for r in res)),
                          "removed": int(sum(r["removed"] for r in res))}
 
 
-__all__ = ["SubstrRunner", "CHUNK_SHARE", "MEMORY_PER_BYTE", "report_dict"]
+__all__ = ["SubstrRunner", "Step", "CHUNK_SHARE", "MEMORY_PER_BYTE", "report_dict"]

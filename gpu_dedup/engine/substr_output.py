@@ -17,7 +17,6 @@ from ..io.sources import output_names
 from ..kernels import substr as K
 from ..memory import release_memory
 from .outputs import RowGroups
-from .tasks import gather_ids
 
 
 class SubstrOutputs:
@@ -26,8 +25,8 @@ class SubstrOutputs:
 
     # -- results ----------------------------------------------------------
     def cut_key(self, ci: int) -> str:
-        j = self.job
-        return f"cut{j['seed']}/{j['parts']}/{self.chunks[ci]['key']}"
+        step = self.step
+        return f"cut{step.seed}/{step.parts}/{self.chunks[ci]['key']}"
 
     def chunk_array(self, ci: int, name: str) -> np.ndarray:
         return self.store.load_npy(f"{self.cut_key(ci)}/{name}.npy")
@@ -38,8 +37,8 @@ class SubstrOutputs:
     def repeated(self) -> list:
         """The most repeated removed passages: ``(one window's text, count)``."""
         out = []
-        starts = self.job["unit_starts"]
-        doc_units = self.store.load_npy(f"hash{self.job['seed']}/doc_units.npy", mmap=True)
+        starts = self.step.unit_starts
+        doc_units = self.store.load_npy(f"hash{self.step.seed}/doc_units.npy", mmap=True)
         for u, count in self.windows_meta["top"]:
             ci = int(np.searchsorted(starts, u, side="right") - 1)
             d = int(np.searchsorted(doc_units, u, side="right") - 1)
@@ -79,7 +78,7 @@ class SubstrOutputs:
                 rs.add(pa.table({"id": ids.take(pa.array(sd)),
                                  "start": pa.array(s0, pa.int64()),
                                  "end": pa.array(s1, pa.int64()),
-                                 "first_id": gather_ids(self.ctx, self.chunk_array(
+                                 "first_id": self.ids_of(self.chunk_array(
                                      ci, "span_first")).cast(pa.string())},
                                 schema=span_schema))
                 rd.add(pa.table({"id": ids, "units": pa.array(units, pa.int64()),
@@ -208,6 +207,6 @@ def report_dict(runner, counts: dict, params: dict, seconds: float) -> dict:
         "inputs": list(runner.shard_paths),
         "outputs": {"spans": "spans.parquet", "documents": "documents.parquet",
                     "data": "data/", "report": "report.json", "report_html": "report.html"},
-        "hash_seed": runner.job["seed"],
+        "hash_seed": runner.step.seed,
         "seconds": seconds,
     }

@@ -1,27 +1,34 @@
-"""The tasks: one function per stage, over one partition each.
+"""The near-duplicate tasks: one function per stage, over one partition each.
 
-Every task is a pure function of its item, the run's context (:class:`Ctx`)
+Every task is a pure function of its item, the run's context (:class:`Ctx`),
+the records of earlier stages it is given (:mod:`gpu_dedup.engine.records`)
 and what earlier stages saved in the store; it saves its results in the
 store and returns a small dict of metadata. A completed unit is marked in
 the store, so a disk store lets a rerun skip it. Tasks are module-level
 functions so that Dask workers import them.
 
-The stages, in order:
+The tasks of each stage of :class:`gpu_dedup.engine.runner.Runner`:
 
-1. ``prepare``, per read unit (a whole small file, a byte range of a JSONL
-   file, a piece of a compressed stream, some Parquet row groups, or the
-   array given to the library): read, normalize, has-shingles, 128-bit
-   fingerprints of the text and of the id.
-2. ``exact``, per partition of the fingerprint space: each active document's
-   representative is the first document with the same fingerprint; the same
-   pass finds duplicated ids.
-3. ``signatures``, per block of representatives: MinHash signatures and band
-   keys (band-major: one band of one block is one contiguous row).
-4. ``lsh``, per unit (a group of bands x a partition of the key space): its
-   buckets of two or more members (greedy selection), or their candidate
-   edges (components). Every bucket lies in one unit with its members in
-   input order, so the union over units does not depend on the layout.
-5. ``verify``, per batch of document pairs: their similarity.
+1. ``read``: :func:`task_prepare` per read unit (a whole small file, a byte
+   range of a JSONL file, a piece of a compressed stream, some Parquet row
+   groups, or the array given to the library): read, normalize,
+   has-shingles, 128-bit fingerprints of the text and of the id; then
+   :func:`task_ids` per partition of the id fingerprints: the first
+   repeated id.
+2. ``exact``: :func:`task_exact` per partition of the fingerprint space:
+   each active document's representative is the first document with the
+   same fingerprint.
+3. ``signatures``: :func:`task_signatures` per block of representatives:
+   MinHash signatures and band keys (band-major: one band of one block is
+   one contiguous row).
+4. ``buckets``: :func:`task_lsh` per unit (a group of bands x a partition of
+   the key space): its buckets of two or more members (greedy selection),
+   or their candidate edges (components). Every bucket lies in one unit
+   with its members in input order, so the union over units does not
+   depend on the layout.
+5. ``select`` (and ``assign``, for the similarity of a removed document to
+   its kept one): :func:`task_score` per batch of document pairs: their
+   similarity.
 """
 from __future__ import annotations
 
@@ -45,45 +52,56 @@ from ..stages.lsh import distinct_buckets, unpack_edges
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from .plan import Plan
+from .records import Blocks, Documents, ScoreInputs
 
 _U64 = np.uint64
 
 
-@dataclass
+@dataclass(frozen=True)
 class Ctx:
-    """What every task needs; travels to Dask workers."""
+    """What every task of a run needs and what stays fixed for the whole run;
+    travels to Dask workers. What a stage hands the next one is a record of
+    :mod:`gpu_dedup.engine.records`, passed to the tasks as an argument.
+
+    ``backend`` is the runner's backend object: tasks in the runner's own
+    process use it; it is not sent to worker processes, which make their
+    own from ``device`` and ``gpu_memory`` (:func:`backend_of`).
+    """
 
     store: object
-    cfg: Config
+    cfg: Config | None
     device: str
     text_field: str
     id_field: str | None
     plan: Plan
     on_bad_record: str = "error"
     gpu_memory: object = None
-    backend_key: tuple | None = None
-    sets: tuple | None = None       # (shingle sets, row of each document or -1) for verify tasks
-    chunks: list = field(default_factory=list)
-    doc_starts: np.ndarray | None = None
-    blocks: list = field(default_factory=list)
-    block_starts: np.ndarray | None = None
-    job: dict = field(default_factory=dict)     # a command's own parameters (substr)
+    backend: object = field(default=None, compare=False, repr=False)
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["backend"] = None           # a worker process makes its own
+        return state
+
+    def __setstate__(self, state):
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
 
 
-#: Backends of this process, one per (device, memory) or registered by the runner.
-BACKENDS: dict = {}
+#: Backends made in a worker process, one per (device, memory).
+_WORKER_BACKENDS: dict = {}
 
 
 def backend_of(ctx: Ctx):
     """The backend of a task's process: the runner's own in its process, one
     made from the device name in a worker process (reused by its tasks)."""
-    be = BACKENDS.get(ctx.backend_key) if ctx.backend_key is not None else None
+    if ctx.backend is not None:
+        return ctx.backend
+    key = (ctx.device, ctx.gpu_memory)
+    be = _WORKER_BACKENDS.get(key)
     if be is None:
-        key = (ctx.device, ctx.gpu_memory)
-        be = BACKENDS.get(key)
-        if be is None:
-            be = get_backend(ctx.device, gpu_memory=ctx.gpu_memory)[0]
-            BACKENDS[key] = be
+        be = get_backend(ctx.device, gpu_memory=ctx.gpu_memory)[0]
+        _WORKER_BACKENDS[key] = be
     return be
 
 
@@ -231,34 +249,16 @@ def _partition(fp: np.ndarray, parts: int, p: int) -> np.ndarray:
     return fp[:, 0] % _U64(parts) == _U64(p)
 
 
-def task_exact(item: tuple, ctx: Ctx) -> dict:
+def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     """Representatives and exact duplicates among the documents whose
-    fingerprint falls in partition ``p`` of ``parts``; also the first
-    duplicated id of the partition."""
+    fingerprint falls in partition ``p`` of ``parts``."""
     p, parts = item
     st = ctx.store
     unit = f"exact/{parts}/p{p:05d}"
     meta = st.done(unit)
     if meta is not None:
         return {**meta, "reused": 1}
-    fps, idx, idfps, iidx = [], [], [], []
-    for ci, c in enumerate(ctx.chunks):
-        d0 = int(ctx.doc_starts[ci])
-        fp = st.load_npy(f"prep/{c['key']}/fp.npy")
-        act = st.load_npy(f"prep/{c['key']}/active.npy")
-        sel = act & _partition(fp, parts, p)
-        fps.append(fp[sel])
-        idx.append(np.flatnonzero(sel).astype(np.int64) + d0)
-        del fp, act
-        if st.exists(f"prep/{c['key']}/idfp.npy"):
-            ifp = st.load_npy(f"prep/{c['key']}/idfp.npy")
-            isel = _partition(ifp, parts, p)
-            idfps.append(ifp[isel])
-            iidx.append(np.flatnonzero(isel).astype(np.int64) + d0)
-            del ifp
-    fp = np.concatenate(fps) if fps else np.zeros((0, 2), _U64)
-    ix = np.concatenate(idx) if idx else np.zeros(0, np.int64)
-    del fps, idx
+    fp, ix = _partition_of(st, docs, "fp.npy", parts, p, active=True)
     if ctx.cfg.exact and ix.size:
         be = backend_of(ctx)
         rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
@@ -270,26 +270,54 @@ def task_exact(item: tuple, ctx: Ctx) -> dict:
     st.save_npy(f"{unit}/members.npy", ix[~is_rep])
     st.save_npy(f"{unit}/member_rep.npy", rep[~is_rep])
     del rep, ix, is_rep
-    dup = None
-    if iidx:
-        ifp = np.concatenate(idfps)
-        iix = np.concatenate(iidx)
-        if iix.size:
-            irep = iix[exact_representatives(ifp, np.ones(iix.size, dtype=bool))]
-            dups = np.flatnonzero(irep != iix)
-            if dups.size:
-                first = irep[dups]
-                g = int(first.min())
-                dup = [g, int(iix[dups][first == g].min())]
-    meta = {"dup": dup, "pid": os.getpid()}
+    meta = {"pid": os.getpid()}
     st.mark_done(unit, meta, [f"{unit}/reps.npy", f"{unit}/members.npy",
                               f"{unit}/member_rep.npy"])
     return {**meta, "reused": 0}
 
 
+def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
+                  active: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """The 128-bit fingerprints ``name`` (``fp.npy`` or ``idfp.npy``) of the
+    documents in partition ``p`` of ``parts``, and their global positions;
+    only active documents when ``active``; chunks without the file add none."""
+    fps, idx = [], []
+    for ci, c in enumerate(docs.chunks):
+        path = f"prep/{c['key']}/{name}"
+        if not active and not st.exists(path):
+            continue
+        fp = st.load_npy(path)
+        sel = _partition(fp, parts, p)
+        if active:
+            sel &= st.load_npy(f"prep/{c['key']}/active.npy")
+        fps.append(fp[sel])
+        idx.append(np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]))
+        del fp
+    return (np.concatenate(fps) if fps else np.zeros((0, 2), _U64),
+            np.concatenate(idx) if idx else np.zeros(0, np.int64))
+
+
+def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
+    """The first repeated id among the documents whose id fingerprint falls
+    in partition ``p`` of ``parts``: ``[first, second]`` global positions
+    (the rule of :mod:`gpu_dedup.ids`), or None. The smallest pair over the
+    partitions is the corpus's."""
+    p, parts = item
+    fp, ix = _partition_of(ctx.store, docs, "idfp.npy", parts, p)
+    if not ix.size:
+        return None
+    rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]
+    dups = np.flatnonzero(rep != ix)
+    if not dups.size:
+        return None
+    first = rep[dups]
+    g = int(first.min())
+    return [g, int(ix[dups][first == g].min())]
+
+
 # -- signatures ----------------------------------------------------------------
 
-def task_signatures(block: dict, ctx: Ctx) -> dict:
+def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
     """Signatures and band keys of the representatives ``r0 .. r1`` (all in
     one chunk); keys saved band-major (``B x n``)."""
     st = ctx.store
@@ -300,9 +328,9 @@ def task_signatures(block: dict, ctx: Ctx) -> dict:
     cfg = ctx.cfg
     be = backend_of(ctx)
     ci = block["chunk"]
-    c = ctx.chunks[ci]
+    c = docs.chunks[ci]
     reps = st.load_npy("exact/reps.npy", mmap=True)
-    local = np.array(reps[block["r0"]:block["r1"]], dtype=np.int64) - int(ctx.doc_starts[ci])
+    local = np.array(reps[block["r0"]:block["r1"]], dtype=np.int64) - int(docs.starts[ci])
     del reps
     off, data = st.buffers(f"prep/{c['key']}/text.arrow")
     sig, counts = signatures(be, off, data, local, cfg)
@@ -327,7 +355,7 @@ def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
     return ((keys >> _U64(40)) % _U64(parts)).astype(np.int64)
 
 
-def task_lsh(unit: dict, ctx: Ctx) -> dict:
+def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     """The buckets of bands ``unit['bands']`` whose key falls in partition
     ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
     or their candidate edges (components)."""
@@ -340,7 +368,7 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
     keys, docs, seg = [], [], [0]
     rows = 0
     for j in unit["bands"]:
-        for b in ctx.blocks:
+        for b in blocks.blocks:
             if b["r1"] == b["r0"]:
                 continue
             row = st.load_npy(f"sig/{b['key']}.keys.npy", mmap=True)[j]
@@ -380,41 +408,42 @@ def task_lsh(unit: dict, ctx: Ctx) -> dict:
 
 # -- gathering by global document index ------------------------------------------
 
-def gather(ctx: Ctx, docs: np.ndarray, name: str) -> pa.Array:
+def gather(ctx: Ctx, documents: Documents, docs: np.ndarray, name: str) -> pa.Array:
     """Column ``name`` (``text.arrow`` or ``ids.arrow``) of the sorted global
     document indices ``docs``."""
     st = ctx.store
     if docs.size == 0:
         return pa.array([], pa.large_string())
-    ci = np.searchsorted(ctx.doc_starts, docs, side="right") - 1
+    ci = documents.chunk_of(docs)
     cut = np.flatnonzero(np.diff(ci)) + 1
     parts = []
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
         c = int(ci[s])
-        col = st.column(f"prep/{ctx.chunks[c]['key']}/{name}")
-        parts.append(col.take(pa.array(docs[s:e] - int(ctx.doc_starts[c]))))
+        col = st.column(f"prep/{documents.chunks[c]['key']}/{name}")
+        parts.append(col.take(pa.array(docs[s:e] - int(documents.starts[c]))))
         del col
     return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
 
 
-def gather_ids(ctx: Ctx, docs: np.ndarray) -> pa.Array:
+def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
     """Ids (as ``large_string``) of any global document indices, in order."""
     docs = np.asarray(docs, dtype=np.int64)
     if docs.size == 0:
         return pa.array([], pa.large_string())
-    if len(ctx.chunks) == 1:
-        return ctx.store.column(f"prep/{ctx.chunks[0]['key']}/ids.arrow").take(pa.array(docs))
+    if len(documents.chunks) == 1:
+        return ctx.store.column(f"prep/{documents.chunks[0]['key']}/ids.arrow").take(
+            pa.array(docs))
     u, inv = unique(docs, return_inverse=True)
-    return gather(ctx, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
+    return gather(ctx, documents, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
 
 
-def _gather_signatures(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
+def _gather_signatures(ctx: Ctx, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
     """Signature rows of sorted, unique representative positions."""
     st = ctx.store
-    bi = np.searchsorted(ctx.block_starts, positions, side="right") - 1
+    bi = blocks.block_of(positions)
     out = None
     for b in unique(bi):
-        blk = ctx.blocks[int(b)]
+        blk = blocks.blocks[int(b)]
         sig = st.load_npy(f"sig/{blk['key']}.sig.npy", mmap=True)
         sel = bi == b
         rows = np.array(sig[positions[sel] - blk["r0"]])
@@ -427,7 +456,7 @@ def _gather_signatures(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
 
 # -- verify --------------------------------------------------------------------
 
-def task_score(item, ctx: Ctx) -> np.ndarray:
+def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
     """Scores of packed candidate edges (representative positions): the exact
     Jaccard of the two shingle sets, or the signature estimate.
 
@@ -442,28 +471,29 @@ def task_score(item, ctx: Ctx) -> np.ndarray:
         da = np.array(reps[ia])
         db = np.array(reps[ib])
         del reps
-        if ctx.sets is not None:
-            sets, row = ctx.sets
+        if inputs.sets is not None:
+            sets, row = inputs.sets
             ra, rb = row[da], row[db]
             if (ra >= 0).all() and (rb >= 0).all():
                 return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)),
                                   dtype=np.float64)
+        documents = inputs.docs
         docs = unique(np.concatenate([da, db]))
-        ci = np.searchsorted(ctx.doc_starts, docs[[0, -1]], side="right") - 1
+        ci = documents.chunk_of(docs[[0, -1]])
         if ci[0] == ci[1]:
             # one chunk: its own buffers (no copy; a device may hold them already)
             c = int(ci[0])
-            off, data = ctx.store.buffers(f"prep/{ctx.chunks[c]['key']}/text.arrow")
-            d0 = int(ctx.doc_starts[c])
+            off, data = ctx.store.buffers(f"prep/{documents.chunks[c]['key']}/text.arrow")
+            d0 = int(documents.starts[c])
             la, lb = da - d0, db - d0
         else:
-            off, data = text_buffers(gather(ctx, docs, "text.arrow"))
+            off, data = text_buffers(gather(ctx, documents, docs, "text.arrow"))
             la = np.searchsorted(docs, da).astype(np.int64)
             lb = np.searchsorted(docs, db).astype(np.int64)
         return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
                                               la, lb)), dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
-    sig = _gather_signatures(ctx, pos)
+    sig = _gather_signatures(ctx, inputs.blocks, pos)
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
                                                       np.searchsorted(pos, ib))),
                       dtype=np.float64)
@@ -483,8 +513,9 @@ class BandKeys:
     the same rows in turn.
     """
 
-    def __init__(self, ctx: Ctx, total: int, bands: int):
+    def __init__(self, ctx: Ctx, blocks: Blocks, total: int, bands: int):
         self.ctx = ctx
+        self.blocks = blocks
         self.shape = (int(total), int(bands))
         self._cache: list = []
 
@@ -496,9 +527,9 @@ class BandKeys:
         out = np.empty((self.shape[1], rows_i.size), dtype=_U64)
         if rows_i.size:
             st = self.ctx.store
-            bi = np.searchsorted(self.ctx.block_starts, rows_i, side="right") - 1
+            bi = self.blocks.block_of(rows_i)
             for b in unique(bi):
-                blk = self.ctx.blocks[int(b)]
+                blk = self.blocks.blocks[int(b)]
                 keys = st.load_npy(f"sig/{blk['key']}.keys.npy", mmap=True)
                 sel = np.flatnonzero(bi == b)
                 out[:, sel] = keys[:, rows_i[sel] - blk["r0"]]
