@@ -58,7 +58,7 @@ from .backend_grouping import (bucket_edges_frame, bucket_edges_sorted,
                                exact_representatives_sorted, segment_buckets_sorted,
                                segment_edges_frame, segment_edges_sorted)
 from .backend_probe import device_summary, probe, simulator_enabled  # noqa: F401  (as before)
-from .backend_probe import one_line, rapids_available
+from .backend_probe import cuda_errors, one_line, rapids_available
 from .errors import DeviceError
 from .memory import parse_memory  # noqa: F401  (importable from here as before)
 
@@ -521,7 +521,7 @@ class GpuBackend(DeviceArrays):
                 with self._tracked():
                     return cugraph_components(n, np.asarray(self.to_host(ea), np.int64),
                                                np.asarray(self.to_host(eb), np.int64))
-            except Exception as exc:  # keep the run going on the device path
+            except cuda_errors() + (ValueError, TypeError) as exc:  # cuGraph/cuDF refused
                 log.warning("cuGraph components failed (%s); using label propagation",
                             one_line(exc))
         with self._tracked():

@@ -12,6 +12,15 @@ import numpy as np
 
 _PROBE: tuple[bool, str] | None = None
 
+#: What a missing, broken or mismatched CUDA install raises: a package or
+#: shared library that does not load (ImportError, which Numba's
+#: CudaSupportError, NvvmSupportError and NvrtcSupportError derive from;
+#: OSError), a failing driver or runtime call or compilation (RuntimeError:
+#: CuPy's CUDARuntimeError, CUDADriverError and NVRTCError, Numba's
+#: LinkerError) and device memory running out (MemoryError: CuPy's
+#: OutOfMemoryError).
+CUDA_ERRORS: tuple[type[BaseException], ...] = (ImportError, OSError, RuntimeError, MemoryError)
+
 
 def one_line(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
@@ -34,18 +43,39 @@ def probe() -> tuple[bool, str]:
         _PROBE = _probe()
     return _PROBE
 
+def cuda_errors() -> tuple[type[BaseException], ...]:
+    """:data:`CUDA_ERRORS` plus the CUDA errors that derive from ``Exception``
+    only, of whichever of Numba and CuPy imports: Numba's CudaDriverError
+    (and its CudaAPIError), CudaRuntimeError, NvvmError and NvrtcError, and
+    CuPy's CompileException."""
+    found = list(CUDA_ERRORS)
+    try:
+        from numba.cuda.cudadrv import error as numba_errors
+    except CUDA_ERRORS:
+        numba_errors = None
+    for name in ("CudaDriverError", "CudaRuntimeError", "NvvmError", "NvrtcError"):
+        cls = getattr(numba_errors, name, None)     # the simulator lacks some
+        if isinstance(cls, type) and issubclass(cls, BaseException):
+            found.append(cls)
+    try:
+        from cupy.cuda.compiler import CompileException
+        found.append(CompileException)
+    except CUDA_ERRORS:
+        pass
+    return tuple(found)
+
 def _probe() -> tuple[bool, str]:
     if simulator_enabled():
         return False, ("NUMBA_ENABLE_CUDASIM is set: Numba's CUDA simulator cannot run the GPU "
                        "backend")
     try:
         import cupy
-    except Exception as exc:  # ImportError, or a broken CUDA install
+    except CUDA_ERRORS as exc:
         return False, (f"CuPy is not installed or does not import ({one_line(exc)}); install "
                        f"gpu-dedup[gpu-cu12] or gpu-dedup[gpu-cu13]")
     try:
         count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:
+    except CUDA_ERRORS as exc:
         return False, f"no usable CUDA driver or device ({one_line(exc)})"
     if count < 1:
         return False, "no CUDA device"
@@ -53,11 +83,11 @@ def _probe() -> tuple[bool, str]:
         from numba import cuda
         if not cuda.is_available():
             return False, "Numba's CUDA target cannot use the driver; install numba-cuda"
-    except Exception as exc:
+    except CUDA_ERRORS as exc:
         return False, f"numba-cuda does not import ({one_line(exc)}); install numba-cuda"
     try:
         _smoke_test()
-    except Exception as exc:
+    except cuda_errors() as exc:
         return False, f"a test kernel failed ({one_line(exc)})"
     return True, device_summary()
 
@@ -94,6 +124,6 @@ def rapids_available(module: str) -> bool:
     """Whether ``cudf`` or ``cugraph`` imports (not cached: the import is)."""
     try:
         __import__(module)
-    except Exception:
+    except cuda_errors():
         return False
     return True

@@ -296,6 +296,98 @@ def test_probe_reports_the_simulator_without_touching_cupy(monkeypatch):
     monkeypatch.setattr(bp, "_PROBE", None)
 
 
+class _CudaRuntimeError(RuntimeError):
+    """What CuPy's runtime calls raise (``CUDARuntimeError`` derives from RuntimeError)."""
+
+
+def _fake_cupy(count):
+    import types
+    def device_count():
+        if isinstance(count, BaseException):
+            raise count
+        return count
+    runtime = types.SimpleNamespace(getDeviceCount=device_count)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch):
+    import gpu_dedup.backend_probe as bp
+    monkeypatch.setattr(bp, "_PROBE", None)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
+    yield bp
+    monkeypatch.setattr(bp, "_PROBE", None)
+
+
+def test_probe_turns_a_cuda_error_into_a_reason(fresh_probe, monkeypatch):
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(_CudaRuntimeError("no driver found")))
+    ok, why = fresh_probe.probe()
+    assert not ok
+    assert why == "no usable CUDA driver or device (_CudaRuntimeError: no driver found)"
+
+
+def test_probe_turns_a_failing_test_kernel_into_a_reason(fresh_probe, monkeypatch):
+    from numba import cuda
+    from numba.cuda.cudadrv.error import CudaDriverError
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+
+    def smoke():
+        raise CudaDriverError("CUDA_ERROR_NO_BINARY_FOR_GPU")
+    monkeypatch.setattr(fresh_probe, "_smoke_test", smoke)
+    ok, why = fresh_probe.probe()
+    assert (ok, why) == (False, "a test kernel failed (CudaDriverError: "
+                                "CUDA_ERROR_NO_BINARY_FOR_GPU)")
+
+
+def test_probe_lets_a_bug_through(fresh_probe, monkeypatch):
+    from numba import cuda
+    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
+    monkeypatch.setattr(cuda, "is_available", lambda: True)
+
+    def smoke():
+        raise KeyError("a bug, not a missing GPU")
+    monkeypatch.setattr(fresh_probe, "_smoke_test", smoke)
+    with pytest.raises(KeyError):
+        fresh_probe.probe()
+
+
+def test_rapids_available_is_false_for_a_module_that_does_not_import(monkeypatch):
+    from gpu_dedup.backend_probe import rapids_available
+    monkeypatch.setitem(sys.modules, "no_such_rapids_module", None)    # import raises ImportError
+    assert rapids_available("no_such_rapids_module") is False
+
+
+def _cugraph_backend(monkeypatch, exc):
+    """A stand-in for a GpuBackend whose cuGraph raises ``exc``, on NumPy."""
+    import contextlib
+    import types
+
+    import gpu_dedup.backend_gpu as bg
+
+    def cugraph_components(*_args):
+        raise exc
+    monkeypatch.setattr(bg, "cugraph_components", cugraph_components)
+    fake = types.SimpleNamespace(_components="cuGraph weakly connected components", xp=np,
+                                 to_host=np.asarray, _dev=np.asarray,
+                                 _tracked=contextlib.nullcontext)
+    return lambda n, ea, eb: bg.GpuBackend.components(fake, n, np.asarray(ea), np.asarray(eb))
+
+
+def test_components_fall_back_to_label_propagation_when_cugraph_fails(monkeypatch, caplog):
+    components = _cugraph_backend(monkeypatch, RuntimeError("cuGraph: out of device memory"))
+    with caplog.at_level("WARNING", logger="gpu_dedup"):
+        labels = components(4, [0, 2], [1, 3])
+    assert labels.tolist() == [0, 0, 2, 2]
+    assert "cuGraph components failed (RuntimeError: cuGraph: out of device memory)" in caplog.text
+
+
+def test_components_let_a_bug_through(monkeypatch):
+    components = _cugraph_backend(monkeypatch, KeyError("a bug"))
+    with pytest.raises(KeyError):
+        components(4, [0, 2], [1, 3])
+
+
 @pytest.mark.skipif(NO_GPU is None, reason="a GPU is usable here")
 def test_probe_without_gpu_says_what_is_missing():
     ok, why = probe()

@@ -1,6 +1,7 @@
 """The shape of the code: no import cycle between the modules of ``gpu_dedup``
 and ``gpu_dedup.kernels``, no private name imported from another module, no
-module over 600 lines.
+module over 600 lines, no handler catching every exception that does not
+raise.
 
 The modules are found from the installed package's paths (``gpu_dedup`` and
 ``gpu_dedup.kernels``, which lives in ``kernels/``). The import graph is read
@@ -215,6 +216,46 @@ def long_modules() -> list[str]:
     return out
 
 
+BROAD = ("Exception", "BaseException")
+
+
+def _catches_everything(handler: ast.ExceptHandler) -> bool:
+    """A bare ``except:`` or one naming ``Exception``/``BaseException``
+    (alone, in a tuple, or as ``builtins.Exception``)."""
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return any((isinstance(t, ast.Name) and t.id in BROAD)
+               or (isinstance(t, ast.Attribute) and t.attr in BROAD) for t in types)
+
+
+def _raises(body: list[ast.stmt]) -> bool:
+    """Whether a ``raise`` runs in ``body`` itself (functions and classes
+    defined there do not count)."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Raise):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def swallowing_handlers() -> list[str]:
+    out = []
+    for _m, path in sorted(MODULES.items()):
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.ExceptHandler) and _catches_everything(node)
+                    and not _raises(node.body)):
+                what = "except:" if node.type is None else f"except {ast.unparse(node.type)}"
+                out.append((_where(path), node.lineno, what))
+    return [f"{where}:{line}: {what} without a raise" for where, line, what in sorted(out)]
+
+
 def _report(title: str, found: list[str]) -> str:
     text = f"{len(found)} {title}:\n" + "\n".join(found)
     print(text)
@@ -236,6 +277,11 @@ def test_no_private_name_imported_from_another_module():
 def test_no_module_over_600_lines():
     found = long_modules()
     assert not found, _report(f"modules over {MAX_LINES} lines", found)
+
+
+def test_no_handler_catches_every_exception_without_raising():
+    found = swallowing_handlers()
+    assert not found, _report("handlers that catch every exception and do not raise", found)
 
 
 # -- the checks above can fail ----------------------------------------------------
@@ -272,6 +318,25 @@ def test_the_checks_find_what_they_look_for(tmp_path, monkeypatch):
     assert private_imports() == ["pkg/a.py:3: from pkg.sub.c import _helper",
                                  "pkg/d.py:1: imports pkg.sub._impl, private to its package"]
     assert long_modules() == ["pkg/b.py: 701 lines"]
+
+
+def test_the_handler_check_finds_what_it_looks_for(tmp_path, monkeypatch):
+    fake = _fake(tmp_path, {
+        "pkg/__init__.py": "",
+        "pkg/a.py": ("try:\n    pass\nexcept Exception:\n    pass\n"            # 3: swallows
+                     "try:\n    pass\nexcept:\n    x = 1\n"                     # 7: bare
+                     "try:\n    pass\nexcept (OSError, BaseException):\n"        # 11: in a tuple
+                     "    def f():\n        raise\n"
+                     "try:\n    pass\nexcept Exception:\n    if x:\n        raise\n"
+                     "try:\n    pass\nexcept BaseException:\n    cleanup()\n    raise\n"
+                     "try:\n    pass\nexcept (OSError, ValueError):\n    pass\n"),
+    })
+    monkeypatch.setitem(globals(), "MODULES", fake)
+    monkeypatch.setitem(globals(), "ROOT", str(tmp_path))
+    assert swallowing_handlers() == [
+        "pkg/a.py:3: except Exception without a raise",
+        "pkg/a.py:7: except: without a raise",
+        "pkg/a.py:11: except (OSError, BaseException) without a raise"]
 
 
 # -- the test suite's quick lane --------------------------------------------------
