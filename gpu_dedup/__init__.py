@@ -16,7 +16,7 @@ import importlib.util as _ilu
 import os as _os
 import sys as _sys
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 
 def _ensure_kernels() -> None:
@@ -44,7 +44,8 @@ def _ensure_kernels() -> None:
 _ensure_kernels()
 
 from .config import Config  # noqa: E402
-from .engine import DedupResult, deduplicate  # noqa: E402
+from .engine import DedupResult  # noqa: E402
+from .pipeline import deduplicate  # noqa: E402
 from .frames import deduplicate_frame  # noqa: E402
 
 __all__ = ["Config", "DedupResult", "deduplicate", "deduplicate_frame", "__version__"]

@@ -251,7 +251,7 @@ def compare_runs(gpu, cpu, texts, cfg, cmp: Comparison, label: str,
                  expect: str | None = None) -> None:
     """Whole runs of the engine with both backends: every result array, and
     (with ``expect``) the name of the backend that actually ran."""
-    from .engine import deduplicate
+    from .pipeline import deduplicate
     rg = deduplicate(texts, cfg, gpu)
     rc = deduplicate(texts, cfg, cpu)
     detail = (f"{len(texts):,} documents, {int(rc.stats['removed']):,} removed, "
@@ -305,7 +305,7 @@ def check_cpu(cpu, cmp: Comparison, n_docs: int = 40, seed: int = 5) -> None:
 
     from . import reference as ref
     from .config import Config
-    from .engine import deduplicate
+    from .pipeline import deduplicate
     from .stages.normalize import text_buffers
     from .stages.signatures import hash_params
     texts = planted_texts(n_docs, seed=seed, max_words=20, long_docs=False)

@@ -2,7 +2,7 @@
 DataFrame, or a Hugging Face ``datasets.Dataset``.
 
 :func:`deduplicate_frame` hands the text column, as Arrow, to
-:func:`gpu_dedup.engine.deduplicate` and returns the same kind of object
+:func:`gpu_dedup.pipeline.deduplicate` and returns the same kind of object
 with the per-document result added as columns. pandas, Polars and
 ``datasets`` are imported only when given one of their objects.
 """
@@ -24,7 +24,7 @@ __all__ = ["ADDED_COLUMNS", "deduplicate_frame"]
 #: The columns :func:`deduplicate_frame` adds, in order.
 ADDED_COLUMNS = ("cluster", "kept", "duplicate_of", "similarity")
 
-#: Keyword options passed on to :func:`gpu_dedup.engine.deduplicate`.
+#: Keyword options passed on to :func:`gpu_dedup.pipeline.deduplicate`.
 _RUN_OPTIONS = ("backend", "memory_limit", "scheduler", "workers", "partition_bytes",
                 "on_stage", "on_progress")
 #: Keyword options that choose the backend (instead of ``backend``).
@@ -38,7 +38,7 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
                       config: Config | None = None, **options):
     """Find the near-duplicate rows of a table and mark them.
 
-    The text column goes to :func:`gpu_dedup.engine.deduplicate` as an
+    The text column goes to :func:`gpu_dedup.pipeline.deduplicate` as an
     Arrow array, without a copy where Arrow allows it; the result is the
     same as ``gpu-dedup run`` over the same rows with the same options.
 
@@ -52,7 +52,7 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
         config: the run's :class:`gpu_dedup.Config` (defaults if None).
         **options: :class:`~gpu_dedup.Config` fields that override
             ``config`` (``threshold=0.9``, ``shingle="word"``...); the run
-            options of :func:`gpu_dedup.engine.deduplicate` (``backend``,
+            options of :func:`gpu_dedup.pipeline.deduplicate` (``backend``,
             ``memory_limit``, ``scheduler``, ``workers``,
             ``partition_bytes``, ``on_stage``, ``on_progress``); or
             ``device`` (``cpu``, ``gpu`` or ``auto``) and ``gpu_memory``
@@ -83,7 +83,7 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
         >>> out["kept"].to_pylist(), out["duplicate_of"].to_pylist()
         ([True, False, True], [None, 'a', None])
     """
-    from .engine import deduplicate
+    from .pipeline import deduplicate
 
     kind = _kind(frame)
     names = _column_names(frame, kind)

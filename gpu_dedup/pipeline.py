@@ -22,16 +22,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from .backend import get_backend
 from .config import Config
+from .engine.result import DedupResult
 from .engine.runner import Context, Runner
-from .engine.session import open_run, os_error, session
-from .errors import ConfigError
+from .engine.session import Session
 from .io.identity import input_identity
-from .io.plan import input_bytes, plan_reads
-from .io.sources import ON_BAD_RECORD, group_inputs
 from .memory import format_size
-from .report import build_report, write_report_json
+from .report import build_report
+from .shell import (Opened, check_on_bad_record, memory_report, open_files, run_array,
+                    run_files, work_report)
 
 log = logging.getLogger("gpu_dedup")
 
@@ -71,12 +70,81 @@ class Prior(Protocol):
         ...
 
 
-def choose_backend(device: str = "cpu", gpu_memory=None, backend=None) -> tuple[object, str]:
-    """The backend a run uses and the line that says so: ``backend`` when
-    given, else the one ``device`` names (:func:`gpu_dedup.backend.get_backend`)."""
-    if backend is not None:
-        return backend, f"device: {backend.name} (given)"
-    return get_backend(device, gpu_memory=gpu_memory)
+class Dedup:
+    """Near-duplicate deduplication as a :class:`gpu_dedup.shell.Command`."""
+
+    chunk_share = 12
+    memory_per_byte = None
+
+    def __init__(self, cfg: Config, *, text_field, id_field, on_bad_record, gpu_memory,
+                 on_stage, on_progress, on_bytes, fixed: Fixed | None):
+        self.cfg = cfg
+        self.name = cfg.name
+        self.text_field, self.id_field = text_field, id_field
+        self.on_bad_record = on_bad_record
+        self.gpu_memory = gpu_memory
+        self.on_stage, self.on_progress, self.on_bytes = on_stage, on_progress, on_bytes
+        self.fixed = fixed
+
+    def key(self, paths: list) -> dict:
+        return {"config": self.cfg.to_dict(), "text_field": self.text_field,
+                "id_field": self.id_field, "on_bad_record": self.on_bad_record,
+                "inputs": input_identity(paths)}
+
+    def runner(self, opened: Opened, s: Session) -> Runner:
+        def progress(stage, done, total):
+            if self.on_progress is not None and total:
+                self.on_progress(done / total)
+        return Runner(self.cfg, opened.backend, s.store, s.executor, s.plan,
+                      text_field=self.text_field, id_field=self.id_field,
+                      on_bad_record=self.on_bad_record, gpu_memory=self.gpu_memory,
+                      on_stage=self.on_stage, on_progress=progress, monitor=s.monitor,
+                      context=None if self.fixed is None else self.fixed.context,
+                      on_bytes=self.on_bytes)
+
+    def write(self, runner: Runner, folder: str) -> dict:
+        return runner.write(folder, runner.on_progress)
+
+    def report(self, runner: Runner, outputs: dict, opened: Opened, s: Session) -> dict:
+        plan = s.plan
+        memory = memory_report(s)
+        peak = memory["peak_rss_total_bytes"]
+        memory["measured"] = "resident set of this process and its children"
+        memory["device_peak_bytes"] = runner.stats().get("device_peak_bytes")  # None: no device
+        memory["warning"] = None
+        if peak > PEAK_WARNING * plan.budget:
+            memory["warning"] = (f"peak resident memory {format_size(peak)} exceeded "
+                                 f"{PEAK_WARNING:g}x the budget of {format_size(plan.budget)}")
+            log.warning("%s; pass a larger --memory-limit", memory["warning"])
+        stats = runner.stats()
+        work = {**work_report(runner, s),
+                # on a device: documents whose normalization needed the host (not ASCII)
+                "normalized_on_host": stats.get("normalized_on_host"),
+                # greedy selection: "device", "host", or why a device run did it on the host
+                "selection_ran_on": stats.get("selection_ran_on"),
+                # its rounds (passes on a CPU) and the pairs it scored
+                "selection_rounds": stats.get("selection_rounds"),
+                "selection_scored": stats.get("selection_scored")}
+        seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - opened.t_start}
+        report = build_report(runner, seconds, opened.device, outputs,
+                              on_bad_record=self.on_bad_record, memory=memory,
+                              scheduler=s.executor.describe(), work=work)
+        if report["selection"]["warning"]:
+            log.warning("%s", report["selection"]["warning"])
+        if self.fixed is not None:
+            report.update(self.fixed.report)
+        return report
+
+    def html(self, runner: Runner, folder: str, report: dict) -> None:
+        """report.html from the runner's arrays; the clusters it shows are
+        read back (their normalized text) one document at a time."""
+        from .engine import result_arrays
+        from .report_html import write_html
+
+        class _Corpus:
+            texts = runner.texts("text.arrow")
+            ids = runner.texts("ids.arrow")
+        write_html(os.path.join(folder, "report.html"), report, result_arrays(runner), _Corpus)
 
 
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",
@@ -117,7 +185,8 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
             many partitions and never changes a result.
         backend: a backend object to use instead of the one ``device`` names.
         device_line: how ``backend`` was chosen, as the report says it
-            (:func:`choose_backend`; default ``"device: NAME (given)"``).
+            (:func:`gpu_dedup.shell.choose_backend`; default
+            ``"device: NAME (given)"``).
         prior: finds documents that come before the inputs, kept already
             (:class:`Prior`), once the inputs and the output are checked and
             the backend is chosen; ``run --against`` passes the documents of
@@ -127,128 +196,71 @@ def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu
         >>> report = run(["shards/"], "out", Config(threshold=0.8))  # doctest: +SKIP
         >>> report["documents"]["removed"]                          # doctest: +SKIP
     """
-    t_start = time.perf_counter()
     cfg = (config or Config()).resolved()
-    if on_bad_record not in ON_BAD_RECORD:
-        raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
-    paths, out, budget, spec = open_run(inputs, output, overwrite=overwrite, work_dir=work_dir,
-                                        memory_limit=memory_limit, scheduler=scheduler)
-    be, line = choose_backend(device, gpu_memory, backend)
-    device_line = device_line if backend is not None and device_line else line
-    log.info(device_line)
+    check_on_bad_record(on_bad_record)
+    opened = open_files(inputs, output, overwrite=overwrite, work_dir=work_dir,
+                        memory_limit=memory_limit, scheduler=scheduler, device=device,
+                        gpu_memory=gpu_memory, backend=backend, device_line=device_line)
     fixed = folder = None
     if prior is not None:
         parent = os.path.dirname(os.path.abspath(output))
         os.makedirs(parent, exist_ok=True)
         folder = tempfile.mkdtemp(prefix=".gpu-dedup-against-", dir=parent)
         try:
-            fixed = prior.prepare(paths, folder, be)
+            fixed = prior.prepare(opened.paths, folder, opened.backend)
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
         if fixed.path is not None:
-            paths = [fixed.path] + paths
+            opened.paths = [fixed.path] + opened.paths
+    command = Dedup(cfg, text_field=text_field, id_field=id_field, on_bad_record=on_bad_record,
+                    gpu_memory=gpu_memory, on_stage=on_stage, on_progress=on_progress,
+                    on_bytes=on_bytes, fixed=fixed)
     try:
-        return _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, fixed,
-                    text_field=text_field, id_field=id_field,
-                    on_stage=on_stage, on_progress=on_progress, on_bad_record=on_bad_record,
-                    html=html, workers=workers, work_dir=work_dir,
-                    keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
-                    gpu_memory=gpu_memory, on_bytes=on_bytes)
+        return run_files(opened, command, workers=workers, work_dir=work_dir,
+                         keep_work_dir=keep_work_dir, partition_bytes=partition_bytes,
+                         html=html)
     finally:
         if folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _run(paths, out, cfg, be, device_line, t_start, output, budget, spec, fixed, *,
-         text_field, id_field, on_stage, on_progress, on_bad_record, html,
-         workers, work_dir, keep_work_dir, partition_bytes, gpu_memory, on_bytes=None) -> dict:
-    measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
+def deduplicate(texts, config: Config | None = None, backend=None, *, memory_limit=None,
+                scheduler: str = "none", workers: int | None = None,
+                partition_bytes: int | None = None, on_stage=None,
+                on_progress=None) -> DedupResult:
+    """Cluster near-duplicate texts.
 
-    def progress(stage, done, total):
-        if on_progress is not None and total:
-            on_progress(done / total)
+    Args:
+        texts: an Arrow string array (or a list of str) with no nulls.
+        config: the run's :class:`Config` (defaults if None).
+        backend: a backend from :func:`gpu_dedup.backend.get_backend` (CPU if None).
+        memory_limit: the budget that sizes the partitions (default: a safe
+            share of the machine's memory); the result does not depend on it.
+        scheduler, workers: ``none`` or ``threads`` (the array stays in this
+            process's memory).
+        partition_bytes: each task's share instead of the budget's split
+            (small values give many partitions; the result never depends on it).
+        on_stage, on_progress: as for :func:`run`.
 
-    key = {"config": cfg.to_dict(), "text_field": text_field, "id_field": id_field,
-           "on_bad_record": on_bad_record, "inputs": input_identity(paths)}
-    with session(cfg.name, key, measured=measured, budget=budget, spec=spec, workers=workers,
-                 device=be.name, output=output, work_dir=work_dir,
-                 keep_work_dir=keep_work_dir, partition_bytes=partition_bytes) as s:
-        plan, store, executor, monitor = s.plan, s.store, s.executor, s.monitor
-        runner = Runner(cfg, be, store, executor, plan, text_field=text_field,
-                        id_field=id_field, on_bad_record=on_bad_record, gpu_memory=gpu_memory,
-                        on_stage=on_stage, on_progress=progress, monitor=monitor,
-                        context=None if fixed is None else fixed.context,
-                        on_bytes=on_bytes)
-        try:
-            runner.run(plan_reads(paths, plan.chunk_bytes))
-        except OSError as exc:
-            raise os_error(exc, store.root or output) from exc
-        with out:
-            folder = out.staging()
-            with runner.stage("write"):
-                outputs = runner.write(folder, progress)
-            report = _report(runner, outputs, device_line, on_bad_record, monitor, executor,
-                             t_start)
-            if fixed is not None:
-                report.update(fixed.report)
-            if html:
-                with runner.stage("report"):
-                    _write_html(folder, report, runner)
-                report["seconds"] = {**dict(runner.timer.seconds),
-                                     "total": time.perf_counter() - t_start}
-            else:
-                report["outputs"].pop("report_html", None)
-            write_report_json(os.path.join(folder, "report.json"), report)
-            out.publish()
-    return report
+    Returns:
+        A :class:`~gpu_dedup.engine.result.DedupResult`.
 
-
-def _report(runner, outputs, device_line, on_bad_record, monitor, executor, t_start) -> dict:
-    plan = runner.plan
-    peak = max(monitor.peaks.values(), default=0)
-    memory = {
-        "limit_bytes": plan.budget,
-        "limit": format_size(plan.budget),
-        "peak_rss_bytes": dict(monitor.peaks),
-        "peak_rss_total_bytes": peak,
-        "measured": "resident set of this process and its children",
-    }
-    memory["device_peak_bytes"] = runner.stats().get("device_peak_bytes")   # None: no device
-    memory["warning"] = None
-    if peak > PEAK_WARNING * plan.budget:
-        memory["warning"] = (f"peak resident memory {format_size(peak)} exceeded "
-                             f"{PEAK_WARNING:g}x the budget of {format_size(plan.budget)}")
-        log.warning("%s; pass a larger --memory-limit", memory["warning"])
-    work = {"store": plan.store, "reason": plan.reason, "dir": runner.store.root,
-            "chunks": len(runner.chunks), "units": dict(runner.units),
-            "reused": dict(runner.reused), "plan": plan.describe(),
-            # on a device: documents whose normalization needed the host (not ASCII)
-            "normalized_on_host": runner.stats().get("normalized_on_host"),
-            # greedy selection: "device", "host", or why a device run did it on the host
-            "selection_ran_on": runner.stats().get("selection_ran_on"),
-            # its rounds (passes on a CPU) and the pairs it scored
-            "selection_rounds": runner.stats().get("selection_rounds"),
-            "selection_scored": runner.stats().get("selection_scored")}
-    seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - t_start}
-    report = build_report(runner, seconds, device_line.split(": ", 1)[1], outputs,
-                          on_bad_record=on_bad_record, memory=memory,
-                          scheduler=executor.describe(), work=work)
-    if report["selection"]["warning"]:
-        log.warning("%s", report["selection"]["warning"])
-    return report
-
-
-def _write_html(folder: str, report: dict, runner) -> None:
-    """report.html from the runner's arrays; the clusters it shows are read
-    back (their normalized text) one document at a time."""
+    Example:
+        >>> r = deduplicate(["a cat sat on the mat", "a cat sat on the mat!"],
+        ...                 Config(threshold=0.7))
+        >>> r.kept.tolist()
+        [True, False]
+    """
     from .engine import result_arrays
-    from .report_html import write_html
+    cfg = (config or Config()).resolved()
 
-    class _Corpus:
-        texts = runner.texts("text.arrow")
-        ids = runner.texts("ids.arrow")
-    write_html(os.path.join(folder, "report.html"), report, result_arrays(runner), _Corpus)
+    def make(be, store, ex, plan):
+        return Runner(cfg, be, store, ex, plan, id_field=None, on_stage=on_stage,
+                      on_progress=on_progress)
+    runner = run_array(texts, make, backend, memory_limit=memory_limit, scheduler=scheduler,
+                       workers=workers, partition_bytes=partition_bytes)
+    return result_arrays(runner)
 
 
 def summary_line(report: dict) -> str:

@@ -8,7 +8,7 @@ import json
 import platform
 import sys
 
-from . import __version__
+from .version import __version__
 from .edge import clean_tree
 
 

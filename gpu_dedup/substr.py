@@ -87,49 +87,84 @@ def exact_substrings(texts, unit: str = "word", min_length: int = 50, keep: str 
                      backend=None) -> SubstrResult:
     """Find and cut the repeated passages of ``texts`` (a string array).
 
-    Runs the engine's stages (:mod:`gpu_dedup.engine.substr`) in memory;
-    ``partition_bytes`` cuts the work into smaller ranges (the result never
-    depends on it), ``backend`` is where it runs (the CPU if None).
+    Runs the engine's stages (:mod:`gpu_dedup.engine.substr`) in memory
+    (:func:`gpu_dedup.shell.run_array`); ``partition_bytes`` cuts the work
+    into smaller ranges (the result never depends on it), ``backend`` is
+    where it runs (the CPU if None).
 
     Example:
         >>> r = exact_substrings(pa.array(["a b c d", "x a b c y"]), min_length=3)
         >>> r.texts.to_pylist(), r.span_start.tolist(), r.span_end.tolist()
         (['a b c d', 'x  y'], [2], [7])
     """
-    from .backend import get_backend
-    from .engine import as_text_array
-    from .engine.executors import make_executor
-    from .engine.plan import make_plan
-    from .engine.store import MemoryStore
     from .engine.substr import MEMORY_PER_BYTE, SubstrRunner
-    from .memory import default_budget, parse_size
+    from .shell import run_array
     check_options(unit, min_length, keep)
-    texts = as_text_array(texts)
-    if texts.null_count:
-        raise ValueError("texts must not contain nulls")
-    be = backend if backend is not None else get_backend("cpu")[0]
-    with make_executor("none", None, be.name) as ex:
-        plan = make_plan(default_budget(), 1, texts.nbytes,
-                         partition_bytes=(None if partition_bytes is None
-                                          else parse_size(partition_bytes, "partition_bytes")),
-                         memory_per_byte=MEMORY_PER_BYTE[unit])
-        store = MemoryStore()
-        store.save_arrow("input/texts", {"text": texts})
-        item = {"kind": "array", "file": 0, "path": "<array>", "fmt": "array", "files": None,
-                "chunk": 0, "key": "f00000c000000", "order": 0}
-        r = SubstrRunner(_job(unit, min_length, keep, normalize, top), be, store, ex, plan,
-                         id_field=None)
-        r.run([item])
-        cat = (lambda name: np.concatenate([r.chunk_array(ci, name)
-                                            for ci in range(len(r.chunks))]))
-        w = r.windows_meta
-        return SubstrResult(cat("units"), cat("removed"), cat("span_doc"), cat("span_start"),
-                            cat("span_end"), cat("span_first"),
-                            pa.concat_arrays([r.cut_texts(ci) for ci in range(len(r.chunks))]),
-                            r.repeated(), w["windows"], w["distinct"])
+    job = _job(unit, min_length, keep, normalize, top)
+
+    def make(be, store, ex, plan):
+        return SubstrRunner(job, be, store, ex, plan, id_field=None)
+    r = run_array(texts, make, backend, partition_bytes=partition_bytes,
+                  memory_per_byte=MEMORY_PER_BYTE[unit])
+    cat = (lambda name: np.concatenate([r.chunk_array(ci, name)
+                                        for ci in range(len(r.chunks))]))
+    w = r.windows_meta
+    return SubstrResult(cat("units"), cat("removed"), cat("span_doc"), cat("span_start"),
+                        cat("span_end"), cat("span_first"),
+                        pa.concat_arrays([r.cut_texts(ci) for ci in range(len(r.chunks))]),
+                        r.repeated(), w["windows"], w["distinct"])
 
 
 # -- the command: inputs in, an output directory out ------------------------------
+
+class Substr:
+    """Exact-substring deduplication as a :class:`gpu_dedup.shell.Command`."""
+
+    memory_per_byte = None
+
+    def __init__(self, params: dict, job: dict, *, text_field, id_field, on_bad_record,
+                 on_progress):
+        from .engine.substr import CHUNK_SHARE, MEMORY_PER_BYTE
+        unit = params["unit"]
+        self.params, self.job = params, job
+        self.name = f"substr-{unit}-{params['min_length']}-{params['keep']}"
+        self.chunk_share, self.memory_per_byte = CHUNK_SHARE[unit], MEMORY_PER_BYTE[unit]
+        self.text_field, self.id_field = text_field, id_field
+        self.on_bad_record = on_bad_record
+        self.on_progress = on_progress
+
+    def key(self, paths: list) -> dict:
+        from .io.identity import input_identity
+        return {"substr": self.job, "text_field": self.text_field, "id_field": self.id_field,
+                "on_bad_record": self.on_bad_record, "inputs": input_identity(paths)}
+
+    def runner(self, opened, s):
+        from .engine.substr import SubstrRunner
+
+        def progress(stage, done, total):
+            if self.on_progress is not None and total:
+                self.on_progress(stage, done / total)
+        return SubstrRunner(self.job, opened.backend, s.store, s.executor, s.plan,
+                            text_field=self.text_field, id_field=self.id_field,
+                            on_bad_record=self.on_bad_record, monitor=s.monitor,
+                            on_progress=progress)
+
+    def write(self, runner, folder: str) -> dict:
+        return runner.write(folder, self.params["min_doc_length"], self.text_field)
+
+    def report(self, runner, counts: dict, opened, s) -> dict:
+        from .engine.substr import report_dict
+        from .shell import memory_report, work_report
+        report = report_dict(runner, counts, self.params, 0.0)
+        report["device"] = opened.device
+        report["memory"] = memory_report(s)
+        report["work"] = {**work_report(runner, s), "scheduler": s.executor.describe()}
+        return report
+
+    def html(self, runner, folder: str, report: dict) -> None:
+        import os
+        _html(os.path.join(folder, "report.html"), report)
+
 
 def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
         keep: str = "first", min_doc_length: int = 0, normalize=(), text_field: str = "text",
@@ -141,83 +176,31 @@ def run(inputs, output: str, *, unit: str = "word", min_length: int = 50,
     ``output`` (spans.parquet, documents.parquet, data/, report.json,
     report.html); returns the report.
 
-    Runs out of core through the work directory when the inputs may not fit
-    ``memory_limit`` (or when ``work_dir`` is given: a rerun after a crash
-    resumes it), on the executor ``scheduler`` names, on ``device``; the
-    outputs are the same bytes whichever way it runs.
+    Runs through :mod:`gpu_dedup.shell`: out of core through the work
+    directory when the inputs may not fit ``memory_limit`` (or when
+    ``work_dir`` is given: a rerun after a crash resumes it), on the executor
+    ``scheduler`` names, on ``device``; the outputs are the same bytes
+    whichever way it runs.
     """
-    import os
-    import time
-
-    from .backend import get_backend
-    from .engine.session import open_run, os_error, session
-    from .engine.substr import CHUNK_SHARE, MEMORY_PER_BYTE, SubstrRunner, report_dict
-    from .report import write_report_json
-    from .io.identity import input_identity
-    from .io.plan import input_bytes, plan_reads
-    from .io.sources import ON_BAD_RECORD, group_inputs
-    from .memory import format_size
-    t0 = time.perf_counter()
+    from .io.sources import group_inputs
+    from .shell import check_on_bad_record, open_files, run_files
     check_options(unit, min_length, keep)
     if not isinstance(min_doc_length, int) or min_doc_length < 0:
         raise ConfigError(f"--min-doc-length must be 0 or more units, got {min_doc_length!r}")
-    if on_bad_record not in ON_BAD_RECORD:
-        raise ConfigError(f"--on-bad-record must be 'error' or 'skip', got {on_bad_record!r}")
-    paths, out, budget, spec = open_run(inputs, output, overwrite=overwrite, work_dir=work_dir,
-                                        memory_limit=memory_limit, scheduler=scheduler)
-    be, device_line = get_backend(device)
-    groups = group_inputs(paths)
-    for p, files in groups:
+    check_on_bad_record(on_bad_record)
+    opened = open_files(inputs, output, overwrite=overwrite, work_dir=work_dir,
+                        memory_limit=memory_limit, scheduler=scheduler, device=device)
+    for p, files in group_inputs(opened.paths):
         fmt = format_of(p) if files is None else "txt"
         if fmt not in ("jsonl", "parquet", "arrow", "datasets", "txt"):
             raise InputError(f"{p}: substr reads JSONL, Parquet, Arrow and text inputs only")
-    measured = sum(input_bytes(p, files) for p, files in groups)
-    job = _job(unit, min_length, keep, normalize, 20)
-    key = {"substr": job, "text_field": text_field, "id_field": id_field,
-           "on_bad_record": on_bad_record, "inputs": input_identity(paths)}
     params = {"unit": unit, "min_length": int(min_length), "keep": keep,
               "min_doc_length": int(min_doc_length), "normalize": list(normalize)}
-
-    def progress(stage, done, total):
-        if on_progress is not None and total:
-            on_progress(stage, done / total)
-
-    with session(f"substr-{unit}-{int(min_length)}-{keep}", key, measured=measured,
-                 budget=budget, spec=spec, workers=workers, device=be.name, output=output,
-                 work_dir=work_dir, keep_work_dir=keep_work_dir,
-                 partition_bytes=partition_bytes, chunk_share=CHUNK_SHARE[unit],
-                 memory_per_byte=MEMORY_PER_BYTE[unit]) as s:
-        r = SubstrRunner(job, be, s.store, s.executor, s.plan, text_field=text_field,
-                         id_field=id_field, on_bad_record=on_bad_record, monitor=s.monitor,
-                         on_progress=progress)
-        try:
-            r.run(plan_reads(paths, s.plan.chunk_bytes))
-            with out:
-                folder = out.staging()
-                with r.stage("write"):
-                    counts = r.write(folder, min_doc_length, text_field)
-                report = report_dict(r, counts, params, 0.0)
-                peak = max(s.monitor.peaks.values(), default=0)
-                report["device"] = device_line.split(": ", 1)[1]
-                report["memory"] = {"limit_bytes": s.plan.budget,
-                                    "limit": format_size(s.plan.budget),
-                                    "peak_rss_bytes": dict(s.monitor.peaks),
-                                    "peak_rss_total_bytes": peak}
-                report["work"] = {"store": s.plan.store, "reason": s.plan.reason,
-                                  "dir": s.store.root, "chunks": len(r.chunks),
-                                  "units": dict(r.units), "reused": dict(r.reused),
-                                  "plan": s.plan.describe(),
-                                  "scheduler": s.executor.describe()}
-                if html:
-                    _html(os.path.join(folder, "report.html"), report)
-                else:
-                    report["outputs"].pop("report_html")
-                report["seconds"] = {**dict(r.timer.seconds), "total": time.perf_counter() - t0}
-                write_report_json(os.path.join(folder, "report.json"), report)
-                out.publish()
-        except OSError as exc:
-            raise os_error(exc, s.store.root or output) from exc
-    return report
+    command = Substr(params, _job(unit, min_length, keep, normalize, 20),
+                     text_field=text_field, id_field=id_field, on_bad_record=on_bad_record,
+                     on_progress=on_progress)
+    return run_files(opened, command, workers=workers, work_dir=work_dir,
+                     keep_work_dir=keep_work_dir, partition_bytes=partition_bytes, html=html)
 
 
 def _html(path: str, report: dict) -> None:

@@ -208,7 +208,7 @@ def test_report_json_and_html_escape_surrogates(tmp_path):
     import pyarrow as pa
 
     from gpu_dedup.config import Config
-    from gpu_dedup.engine import deduplicate
+    from gpu_dedup.pipeline import deduplicate
     from gpu_dedup.pipeline import run
     from gpu_dedup.report import write_report_json
     from gpu_dedup.report_html import write_html

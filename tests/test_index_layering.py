@@ -25,7 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 import gpu_dedup
-from gpu_dedup import Config, pipeline
+from gpu_dedup import Config, pipeline, shell
 from gpu_dedup.backend import CpuBackend
 
 PKG = os.path.dirname(os.path.abspath(gpu_dedup.__file__))
@@ -129,7 +129,10 @@ def test_no_module_of_the_index_imports_its_package():
 
 @pytest.mark.parametrize("lower, upper", [
     ("gpu_dedup.pipeline", ("gpu_dedup.index", "gpu_dedup.cli", "gpu_dedup.cli_tools")),
-    ("gpu_dedup.engine", ("gpu_dedup.pipeline", "gpu_dedup.index", "gpu_dedup.cli")),
+    ("gpu_dedup.shell", ("gpu_dedup.pipeline", "gpu_dedup.substr", "gpu_dedup.index",
+                         "gpu_dedup.cli")),
+    ("gpu_dedup.engine", ("gpu_dedup.shell", "gpu_dedup.pipeline", "gpu_dedup.substr",
+                          "gpu_dedup.index", "gpu_dedup.cli")),
     ("gpu_dedup.index", ("gpu_dedup.cli", "gpu_dedup.cli_tools")),
 ])
 def test_dependencies_point_one_way(lower, upper):
@@ -254,7 +257,7 @@ def device_gpu_is(monkeypatch):
         if device == "gpu":
             return chosen["gpu"], "device: gpu (a test's backend)"
         return CpuBackend(), "device: cpu"
-    monkeypatch.setattr(pipeline, "get_backend", get_backend)
+    monkeypatch.setattr(shell, "get_backend", get_backend)
 
     def use(be):
         chosen["gpu"] = be

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from gpu_dedup.config import Config
-from gpu_dedup.engine import deduplicate
+from gpu_dedup.pipeline import deduplicate
 from gpu_dedup.errors import ConfigError, InputError
 from gpu_dedup.kernels.buckets import bucket_edges, segment_bucket_edges
 from gpu_dedup.pipeline import run as _pipeline_run

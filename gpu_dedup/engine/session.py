@@ -1,7 +1,7 @@
 """One run's machinery: its plan, store, executor and memory monitor.
 
-Every command that runs the engine over files (``run``, ``substr``) opens a
-:func:`session`: the executor the scheduler names, the plan from the budget
+Every command that runs the engine over files (``run``, ``substr``, through
+:func:`gpu_dedup.shell.run_files`) opens a :func:`session`: the executor the scheduler names, the plan from the budget
 and the measured inputs, the store the plan chooses (memory, or a work
 directory on disk named by what determines its contents, so that a rerun
 resumes it), and a peak-memory monitor. On success the work directory is
@@ -28,24 +28,6 @@ def os_error(exc: OSError, where: str) -> DedupError:
     """An OSError as one line naming the file."""
     path = exc.filename or where
     return DedupError(f"{path}: {exc.strerror or exc}")
-
-
-def open_run(inputs, output, *, overwrite: bool, work_dir, memory_limit, scheduler):
-    """What every command that runs the engine over files starts with: the
-    inputs expanded, the output directory checked, the budget and the
-    scheduler; ``(paths, OutputDir, budget, scheduler spec)``."""
-    from ..io.sources import expand_inputs
-    from ..memory import default_budget
-    from ..output import OutputDir
-    from .executors import parse_scheduler
-    from .plan import check_budget
-    paths = expand_inputs(inputs)
-    out = OutputDir(output, inputs=[str(x) for x in inputs] + paths, overwrite=overwrite,
-                    work_dir=work_dir)
-    out.check()
-    budget = parse_size(memory_limit) if memory_limit is not None else default_budget()
-    check_budget(budget)
-    return paths, out, budget, parse_scheduler(scheduler)
 
 
 @dataclass

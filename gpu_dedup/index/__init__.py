@@ -53,7 +53,7 @@ def _chosen(run_kw: dict) -> dict:
     """``run_kw`` with the backend chosen as ``run`` chooses it (``device``
     and ``gpu_memory``, or the ``backend`` given), so that the keys an index
     stores are computed on the backend the run used."""
-    from ..pipeline import choose_backend
+    from ..shell import choose_backend
     kw = dict(run_kw)
     be, line = choose_backend(kw.get("device", "cpu"), kw.get("gpu_memory"), kw.get("backend"))
     kw["backend"], kw["device_line"] = be, kw.get("device_line") or line
