@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ..io.sources import output_names
+from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K
 from ..memory import release_memory
 from .outputs import RowGroups
@@ -110,10 +111,8 @@ class SubstrOutputs:
         return counts
 
     def _write_shard(self, fi: int, out: str, dropped: np.ndarray, text_field: str) -> None:
-        from ..io.arrow import datasets_files, write_kept_ipc
-        from ..io.jsonl import write_edited_lines
-        from ..io.parquet import write_edited_rows
-        from ..io.txt import write_edited_files
+        """Shard ``fi``'s records that are not dropped, with their passages
+        cut, in the shard's format (:func:`gpu_dedup.io.writers.write_kept`)."""
         idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
         first = self.chunks[idx[0]]
         d0, d1 = int(self.doc_starts[idx[0]]), int(self.doc_starts[idx[-1] + 1])
@@ -121,24 +120,9 @@ class SubstrOutputs:
                                for ci in idx])
         changed = np.concatenate([self.chunk_array(ci, "removed") > 0 for ci in idx])
         texts = _ShardTexts(self, idx)
-        keep = ~dropped[d0:d1]
-        fmt = first["fmt"]
-        if fmt == "jsonl":
-            write_edited_lines(first["path"], locs, keep, changed, texts.one, text_field, out,
-                               self.plan.chunk_bytes)
-        elif fmt == "parquet":
-            write_edited_rows(first["path"], locs, keep, texts.many, text_field, out)
-        elif fmt in ("arrow", "datasets"):
-            kept = np.flatnonzero(keep)
-
-            def edit(t, lo, hi):
-                i = t.schema.get_field_index(text_field)
-                new = texts.take(kept[lo:hi]).cast(t.schema.field(i).type)
-                return t.set_column(i, t.schema.field(i), new)
-            write_kept_ipc(first["path"], locs[keep], out, edit=edit,
-                           files=datasets_files(first["path"]) if fmt == "datasets" else None)
-        else:
-            write_edited_files(first["files"], keep, texts.one, out)
+        write_kept(first["fmt"], first["path"], locs, ~dropped[d0:d1], out,
+                   files=first["files"], block_bytes=self.plan.chunk_bytes,
+                   edit=TextEdit(text_field, changed, texts.one, texts.many))
 
 
 class _ShardTexts:
