@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from .backend import get_backend
+from .engine import layout
 from .engine.session import Session, os_error, session
 from .errors import ConfigError
 from .io.plan import input_bytes, plan_reads
@@ -38,7 +39,7 @@ log = logging.getLogger("gpu_dedup")
 
 #: The read unit of an array given to a library call.
 ARRAY_UNIT = {"kind": "array", "file": 0, "path": "<array>", "fmt": "array", "files": None,
-              "chunk": 0, "key": "f00000c000000", "order": 0}
+              "chunk": 0, "key": layout.chunk_key(0, 0), "order": 0}
 
 
 def choose_backend(device: str = "cpu", gpu_memory=None, backend=None) -> tuple[object, str]:
@@ -225,7 +226,7 @@ def run_array(texts, make_runner, backend=None, *, memory_limit=None, scheduler:
                                           else parse_size(partition_bytes, "partition_bytes")),
                          memory_per_byte=memory_per_byte)
         store = MemoryStore()
-        store.save_arrow("input/texts", {"text": texts})
+        store.save_arrow(layout.INPUT_TEXTS, {"text": texts})
         runner = make_runner(be, store, ex, plan)
         runner.run([dict(ARRAY_UNIT)])
     return runner

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from gpu_dedup.engine import layout
 from gpu_dedup.engine.executors import InProcess, make_executor, parse_scheduler
 from gpu_dedup.errors import ConfigError
 from test_staged import CFG, make_texts, output_bytes, run, run_staged, write_inputs
@@ -43,8 +44,10 @@ def task_pids(work_dir: str) -> set[int]:
     """Processes that wrote the signature, band and exact units."""
     pids = set()
     for d, _dirs, names in os.walk(work_dir):
+        top = os.path.relpath(d, work_dir).split(os.sep)[0]
         for n in names:
-            if n.endswith(".done") and any(p in d for p in ("/sig", "/lsh/", "/exact/")):
+            if n.endswith(layout.MARKER) and top in (layout.SIGNATURES, layout.BUCKETS,
+                                                     layout.EXACT):
                 with open(os.path.join(d, n)) as f:
                     meta = json.load(f)
                 if "pid" in meta:

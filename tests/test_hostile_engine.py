@@ -20,6 +20,7 @@ import pytest
 
 from hostile import guarded, run_cli
 from s3server import s3  # noqa: F401  (the fixture)
+from gpu_dedup.engine import layout
 from gpu_dedup.errors import DedupError
 
 LIMIT = "1GiB"           # pinned: the work directory's name depends on the plan
@@ -154,16 +155,22 @@ def delete(path):
 
 
 DAMAGE = {"truncate": truncate, "flip": flip, "zero": zero, "other": other, "delete": delete}
-FILES = ["final/kept.npy", "final/similarity.npy", "final/cluster.npy",
-         "final/duplicate_of.npy", "prep/f00000c000000/ids.arrow",
-         "prep/f00001c000000/ids.arrow", "sig/r000000000000.keys.npy",
-         "prep/f00000c000000/text.arrow", "exact/reps.npy", "verify/accepted.npy"]
-MARKERS = ["stage/assign.done", "stage/read.done", "prep/f00000c000000.done"]
+CHUNK0, CHUNK1 = layout.chunk_key(0, 0), layout.chunk_key(1, 0)
+FILES = [layout.final("kept"), layout.final("similarity"), layout.final("cluster"),
+         layout.final("duplicate_of"), layout.chunk_file(CHUNK0, layout.IDS),
+         layout.chunk_file(CHUNK1, layout.IDS),
+         layout.signature_file(layout.block_key(0), layout.KEYS),
+         layout.chunk_file(CHUNK0, layout.TEXT), layout.exact("reps"),
+         layout.selected("accepted")]
+MARKERS = [layout.stage("assign") + layout.MARKER, layout.stage("read") + layout.MARKER,
+           layout.chunk(CHUNK0) + layout.MARKER]
+SIMILARITY = layout.final("similarity")
 
 
-#: The work directory's folders in stage order, and the stages' own markers.
-ORDER = ["prep", "exact", "sig", "lsh", "verify", "final"]
-STAGE_AT = {"read": 0, "exact": 1, "signatures": 2, "buckets": 3, "select": 4, "assign": 5}
+#: The work directory's folders in stage order (each named as the stage that
+#: writes it, as are the stages' own markers).
+ORDER = [layout.READ, layout.EXACT, layout.SIGNATURES, layout.BUCKETS, layout.SELECT,
+         layout.ASSIGN]
 
 
 def _forget_after(unit: str, rel: str) -> None:
@@ -172,10 +179,10 @@ def _forget_after(unit: str, rel: str) -> None:
     k = ORDER.index(rel.split("/")[0])
     for d, _dirs, names in os.walk(unit):
         for n in names:
-            if not n.endswith(".done"):
+            if not n.endswith(layout.MARKER):
                 continue
             r = os.path.relpath(os.path.join(d, n), unit).split(os.sep)
-            at = STAGE_AT[n[:-len(".done")]] if r[0] == "stage" else ORDER.index(r[0])
+            at = ORDER.index(n[:-len(layout.MARKER)] if r[0] == layout.STAGE else r[0])
             if at > k:
                 os.remove(os.path.join(d, n))
 
@@ -210,8 +217,8 @@ def _rotate(files: list, kinds: list) -> list:
 
 #: Every kind of damage on one file the outputs are written from, then each
 #: other file with one kind, in turn.
-FILE_CASES = ([("final/similarity.npy", h) for h in sorted(DAMAGE)]
-              + _rotate([f for f in FILES if f != "final/similarity.npy"], sorted(DAMAGE)))
+FILE_CASES = ([(SIMILARITY, h) for h in sorted(DAMAGE)]
+              + _rotate([f for f in FILES if f != SIMILARITY], sorted(DAMAGE)))
 
 
 @pytest.mark.parametrize("rel,how", FILE_CASES)
@@ -219,7 +226,8 @@ def test_a_damaged_work_file_is_recomputed_to_the_same_outputs(corpus, tmp_path,
     _rerun_after(corpus, tmp_path, [(rel, how)])
 
 
-@pytest.mark.parametrize("rel,how", _rotate([f for f in FILES if not f.startswith("final/")],
+@pytest.mark.parametrize("rel,how", _rotate([f for f in FILES
+                                             if not f.startswith(layout.ASSIGN + "/")],
                                              sorted(DAMAGE, reverse=True)))
 def test_a_damaged_file_read_by_the_next_stages_is_recomputed(corpus, tmp_path, rel, how):
     """The run was killed after the file's stage: what comes next reads it."""
@@ -240,7 +248,7 @@ def test_many_damaged_files_at_once(corpus, tmp_path):
 def test_the_repaired_work_directory_is_trusted_again(corpus, tmp_path):
     """After a rerun repaired it, a third run reuses every stage."""
     folder, src, ref, _ = corpus
-    _rerun_after(corpus, tmp_path, [("final/kept.npy", "delete")])
+    _rerun_after(corpus, tmp_path, [(layout.final("kept"), "delete")])
     out = str(tmp_path / "again")
     p = run_cli("run", src, "-o", out, "--work-dir", str(tmp_path / "work"),
                 "--keep-work-dir", "--memory-limit", LIMIT, "--no-html", "-q")
@@ -258,14 +266,15 @@ def test_leftover_temporary_files_of_every_writer_are_removed(corpus, tmp_path):
     from gpu_dedup.engine.store import DiskStore
     root = tmp_path / "w"
     root.mkdir()
-    left = tmp_name(str(root / "hash0" / "uh.npy"))
+    uh = layout.hash_file(0, layout.UNIT_HASHES)
+    left = tmp_name(str(root / uh))
     os.makedirs(os.path.dirname(left))
     with open(left, "wb") as f:
         f.write(b"partial")
     st = DiskStore(str(root)).open()
     try:
         assert not os.path.exists(left)
-        st.concat_npy("hash0/uh.npy", [], np.uint64)
+        st.concat_npy(uh, [], np.uint64)
         st.save_npy("a.npy", np.arange(3))
         st.concat_npy("b.npy", ["a.npy", "a.npy"], np.int64)
         assert st.load_npy("b.npy").tolist() == [0, 1, 2, 0, 1, 2]
@@ -285,15 +294,15 @@ def test_a_unit_is_done_only_while_its_files_match(tmp_path):
         st.save_arrow("u/b.arrow", {"x": pa.array(["p", "q"], pa.large_string())})
         st.mark_done("u", {"k": 1}, files=["u/a.npy", "u/b.arrow"])
         assert st.done("u") == {"k": 1}
-        st.mark_done("stage/s", {"n": 2}, units=["u"])
-        assert st.done("stage/s") == {"n": 2}
+        st.mark_done(layout.stage("s"), {"n": 2}, units=["u"])
+        assert st.done(layout.stage("s")) == {"n": 2}
         np.save(str(tmp_path / "w" / "u" / "a.npy"), np.arange(10) + 1)
     finally:
         st.close()
     again = DiskStore(str(tmp_path / "w")).open()          # a later run
     try:
         assert again.done("u") is None
-        assert again.done("stage/s") is None
+        assert again.done(layout.stage("s")) is None
         # where nothing can be recomputed: one line naming the file
         with pytest.raises(DedupError, match="a.npy"):
             again.load_npy("u/a.npy")
@@ -342,15 +351,16 @@ def test_a_damaged_work_file_on_object_storage_is_recomputed(corpus, tmp_path, s
         (hit,) = [f for f in files if f.endswith(suffix)]
         return hit
 
-    kept = find("/final/kept.npy")
+    kept = find("/" + layout.final("kept"))
     with f3.open_input_stream(kept, compression=None) as f:
         raw = f.read()
     with f3.open_output_stream(kept, compression=None) as f:
         f.write(raw[:len(raw) // 2])                          # truncated
-    f3.delete_file(find("/prep/f00000c000000/ids.arrow"))
-    with f3.open_output_stream(find("/stage/assign.done"), compression=None) as f:
+    f3.delete_file(find("/" + layout.chunk_file(CHUNK0, layout.IDS)))
+    with f3.open_output_stream(find("/" + layout.stage("assign") + layout.MARKER),
+                               compression=None) as f:
         f.write(b'{"kept": 1}')                               # valid, other values
-    sig = find("/sig/r000000000000.keys.npy")
+    sig = find("/" + layout.signature_file(layout.block_key(0), layout.KEYS))
     with f3.open_input_stream(sig, compression=None) as f:
         keys = bytearray(f.read())
     keys[-5] ^= 0xFF                                          # one flipped byte

@@ -14,6 +14,7 @@ import pytest
 
 from gpu_dedup.config import Config
 from gpu_dedup.errors import ConfigError
+from gpu_dedup.engine import layout
 from gpu_dedup.engine.store import DiskStore as WorkDir
 from test_staged import CFG, make_texts, run, run_staged, write_inputs
 
@@ -103,7 +104,7 @@ def test_sigkill_from_outside_after_a_stage_marker(corpus, tmp_path):
     marker = None
     while time.monotonic() < deadline and p.poll() is None:
         found = [os.path.join(d, n) for d, _s, ns in os.walk(work) for n in ns
-                 if n == "exact.done" and os.path.basename(d) == "stage"]
+                 if n == "exact" + layout.MARKER and os.path.basename(d) == layout.STAGE]
         if found:
             marker = found[0]
             os.kill(p.pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ import sys
 import pyarrow.fs as pafs
 import pytest
 
+from gpu_dedup.engine import layout
 from gpu_dedup.io import fs
 from gpu_dedup.output import SUCCESS_NAME, output_complete
 from s3server import s3  # noqa: F401  (the fixture)
@@ -174,7 +175,9 @@ def test_a_run_killed_midway_with_its_work_on_s3_resumes_to_the_same_bytes(s3, c
                        timeout=600)
     assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
     assert output_complete("s3://out4/run")[0] is False
-    assert any(u.endswith(".done") for u in fs.listdir("s3://work/kill"))
+    # the read stage completed before the kill; its marker is on S3
+    done = "/" + layout.stage("read") + layout.MARKER
+    assert any(u.endswith(done) for u in fs.listdir("s3://work/kill"))
     report = run(["s3://corpus/shards/"], "s3://out4/run", Config(), html=False,
                  work_dir="s3://work/kill", partition_bytes="64KiB")
     assert report["work"]["reused"].get("read", 0) == report["work"]["units"]["read"]

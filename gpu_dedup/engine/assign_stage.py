@@ -1,6 +1,6 @@
 """The last stage, ``assign``: per document, kept or not, the kept document it
 duplicates and the similarity to it, its cluster; and the pairs found
-(``final/NAME.npy`` for each name of :data:`FINAL`).
+(:func:`gpu_dedup.engine.layout.final` of each name of :data:`FINAL`).
 
 :class:`AssignStage` is part of :class:`gpu_dedup.engine.runner.Runner`.
 """
@@ -12,12 +12,11 @@ from ..arrays import distinct_count, unique
 from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import chaining_summary, similarity_summary
-from . import tasks
+from . import layout, tasks
 from .records import ScoreInputs
 
-#: The per-document and per-pair result arrays (``final/NAME.npy``).
-FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
-         "pair_similarity", "pair_exact")
+#: The per-document and per-pair result arrays (:func:`~gpu_dedup.engine.layout.final`).
+FINAL = layout.FINAL
 
 
 class AssignStage:
@@ -30,8 +29,8 @@ class AssignStage:
         st = self.store
         if meta is None:
             N = self.N
-            members = st.load_npy("exact/members.npy")
-            member_rep = st.load_npy("exact/member_rep.npy")
+            members = st.load_npy(layout.exact("members"))
+            member_rep = st.load_npy(layout.exact("member_rep"))
             rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
             rep_doc[members] = member_rep
             ea, eb, sim, is_exact = self._pairs(members, member_rep)
@@ -50,7 +49,7 @@ class AssignStage:
             if self.C:
                 n_exact = int(np.count_nonzero(eb[is_exact] >= self.C))
             for name, arr in zip(FINAL, (cluster, kept, dup, dsim, ea, eb, sim, is_exact)):
-                st.save_npy(f"final/{name}.npy", arr)
+                st.save_npy(layout.final(name), arr)
             rsim = dsim[removed]
             n_kept = int(kept[self.C:].sum())
             meta = {"kept": n_kept, "clusters": n_kept,
@@ -62,15 +61,15 @@ class AssignStage:
                 meta["chaining"] = chaining_summary(cluster, kept, rsim,
                                                     float(self.cfg.threshold))
             del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
-            st.mark_done("stage/assign", meta, [f"final/{n}.npy" for n in FINAL])
+            st.mark_done(layout.stage("assign"), meta, [layout.final(n) for n in FINAL])
         self.assign_meta = meta
 
     def _pairs(self, members, member_rep):
         """The exact and the accepted pairs, as document indices ``a < b``,
         sorted: ``(a, b, similarity, exact)``."""
         st = self.store
-        fa, fb = unpack_edges(st.load_npy("verify/accepted.npy"))
-        scores = st.load_npy("verify/scores.npy")
+        fa, fb = unpack_edges(st.load_npy(layout.selected("accepted")))
+        scores = st.load_npy(layout.selected("scores"))
         fa = self.reps[fa]
         fb = self.reps[fb]
         ea = np.concatenate([member_rep, fa])
@@ -92,10 +91,10 @@ class AssignStage:
         the kept document its representative duplicates."""
         st = self.store
         N = self.N
-        best = st.load_npy("verify/best.npy")
-        rep_kept = st.load_npy("verify/rep_kept.npy")
-        rep_dup = st.load_npy("verify/rep_dup.npy")
-        rep_sim = st.load_npy("verify/rep_sim.npy")
+        best = st.load_npy(layout.selected("best"))
+        rep_kept = st.load_npy(layout.selected("rep_kept"))
+        rep_dup = st.load_npy(layout.selected("rep_dup"))
+        rep_sim = st.load_npy(layout.selected("rep_sim"))
         kept = np.ones(N, dtype=bool)
         dup = np.full(N, -1, np.int64)
         dsim = np.full(N, np.nan)
@@ -141,6 +140,7 @@ class AssignStage:
                 packed = pack_edges(np.minimum(pa_[diff], pb_[diff]),
                                     np.maximum(pa_[diff], pb_[diff]))
                 u, inv = unique(packed, return_inverse=True)
-                score = self._scorer("select", "assign", ScoreInputs(self.docs, self.blocks))
+                score = self._scorer(layout.ASSIGN_BATCHES, "assign",
+                                     ScoreInputs(self.docs, self.blocks))
                 dsim[r[diff]] = score(u)[inv]
         return dup, dsim

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..ids import duplicate_id_error
 from ..io.plan import location
 from ..timing import StageTimer
+from . import layout
 from .records import Documents
 from .tasks import Ctx, gather_ids, task_ids
 
@@ -128,7 +129,7 @@ class RunnerBase:
     def _stage_done(self, name: str, label: str | None = None):
         """The metadata of stage ``name`` if a disk store holds it complete
         (counted as reused under ``label``, by default the name)."""
-        meta = self.store.done(f"stage/{name}")
+        meta = self.store.done(layout.stage(name))
         if meta is not None:
             log.info("%s: reusing the completed stage from %s", name, self.store.root)
             label = label or name
@@ -154,8 +155,8 @@ class RunnerBase:
             self._check_unique_ids(docs)
             meta = {"chunks": chunks, "units": len(units)}
             # every later stage reads the chunks' files: checked with the stage
-            self.store.mark_done(f"stage/{READ}", meta,
-                                 units=[f"prep/{c['key']}" for c in chunks])
+            self.store.mark_done(layout.stage(READ), meta,
+                                 units=[layout.chunk(c["key"]) for c in chunks])
         self.docs = Documents.of(meta["chunks"])
         return self.docs
 
@@ -193,7 +194,8 @@ class RunnerBase:
     def _locate(self, docs: Documents, i: int) -> str:
         ci = int(docs.chunk_of(i))
         c = docs.chunks[ci]
-        loc = self.store.load_npy(f"prep/{c['key']}/loc.npy", mmap=True)[i - docs.starts[ci]]
+        loc = self.store.load_npy(layout.chunk_file(c["key"], layout.LOC),
+                                  mmap=True)[i - docs.starts[ci]]
         return location(c, int(loc))
 
     def locate(self, i: int) -> str:

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
+from . import layout
 from .records import Documents
 from .tasks import Ctx, gather
 
@@ -32,7 +33,7 @@ class RunOutputs:
         """A per-document or per-edge result array (``cluster``, ``kept``,
         ``duplicate_of``, ``similarity``, ``pair_a``, ``pair_b``,
         ``pair_similarity``, ``pair_exact``)."""
-        return self.store.load_npy(f"final/{name}.npy", mmap=mmap)
+        return self.store.load_npy(layout.final(name), mmap=mmap)
 
     def stats(self) -> dict:
         N = self.N - self.C              # the outputs' documents
@@ -123,7 +124,7 @@ class RunOutputs:
                 if self.C and c["file"] == 0:
                     continue                     # the context is no output
                 d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
-                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                ids = st.column(layout.chunk_file(c["key"], layout.IDS)).cast(pa.string())
                 k = np.asarray(kept[d0:d1])
                 d = np.asarray(dup[d0:d1])
                 gone = np.flatnonzero(~k)
@@ -181,7 +182,8 @@ class RunOutputs:
         from their line (row, file) numbers."""
         idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
         first = self.chunks[idx[0]]
-        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
+        locs = np.concatenate([self.store.load_npy(layout.chunk_file(self.chunks[ci]["key"],
+                                                                     layout.LOC))
                                for ci in idx])
         keep = kept[int(self.doc_starts[idx[0]]):int(self.doc_starts[idx[-1] + 1])]
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],

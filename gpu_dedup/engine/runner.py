@@ -40,7 +40,7 @@ from ..arrays import concat_csr, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
-from . import tasks
+from . import layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
@@ -138,25 +138,26 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             self._map("exact", tasks.task_exact, items, docs)
 
             def load(name):
-                arrs = [st.load_npy(f"exact/{parts}/p{p:05d}/{name}.npy") for p in range(parts)]
+                arrs = [st.load_npy(layout.file(layout.exact_part(parts, p), f"{name}.npy"))
+                        for p in range(parts)]
                 return np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
             reps = load("reps")
             if parts > 1:
                 reps = np.sort(reps)
-            st.save_npy("exact/reps.npy", reps)
+            st.save_npy(layout.exact("reps"), reps)
             members = load("members")
             member_rep = load("member_rep")
             if parts > 1:
                 order = np.argsort(members, kind="stable")
                 members, member_rep = members[order], member_rep[order]
                 del order
-            st.save_npy("exact/members.npy", members)
-            st.save_npy("exact/member_rep.npy", member_rep)
+            st.save_npy(layout.exact("members"), members)
+            st.save_npy(layout.exact("member_rep"), member_rep)
             del members, member_rep
             meta = {"reps": int(reps.size), "units": parts}
-            st.mark_done("stage/exact", meta, [f"exact/{n}.npy" for n in
-                                               ("reps", "members", "member_rep")])
-        self.reps = st.load_npy("exact/reps.npy")
+            st.mark_done(layout.stage("exact"), meta,
+                         [layout.exact(n) for n in layout.EXACT_ARRAYS])
+        self.reps = st.load_npy(layout.exact("reps"))
         self.R = int(self.reps.size)
         return self.reps
 
@@ -170,7 +171,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             hi = int(np.searchsorted(reps, docs.starts[ci + 1]))
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
-                blocks.append({"key": f"r{r0:012d}", "chunk": ci, "r0": r0, "r1": r1})
+                blocks.append({"key": layout.block_key(r0), "chunk": ci, "r0": r0, "r1": r1})
         return Blocks.of(blocks)
 
     def signatures(self, docs: Documents, reps: np.ndarray) -> Blocks:
@@ -181,8 +182,8 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             results = self._map("signatures", tasks.task_signatures, list(blocks.blocks), docs)
             meta = {"shingles": int(sum(r["shingles"] for r in results)),
                     "units": len(blocks.blocks)}
-            self.store.mark_done("stage/signatures", meta,
-                                 units=[f"sig/{b['key']}" for b in blocks.blocks])
+            self.store.mark_done(layout.stage("signatures"), meta,
+                                 units=[layout.signature_block(b["key"]) for b in blocks.blocks])
         self.shingles = meta["shingles"]
         self.blocks = blocks
         return blocks
@@ -216,38 +217,38 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
         if meta is None:
             parts, g = self.lsh_layout()
             B = self.cfg.bands
-            layout = f"p{parts}g{g}"
+            grid = layout.bucket_layout(parts, g)
             units = []
             for p in range(parts):
                 for j0 in range(0, B, g):
-                    units.append({"layout": layout, "index": len(units), "parts": parts,
+                    units.append({"layout": grid, "index": len(units), "parts": parts,
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
             self._map("buckets", tasks.task_lsh, units, blocks)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
+            names = [layout.bucket_unit(grid, u["index"]) for u in units]
             if self.cfg.cluster == "greedy":
                 off, members = concat_csr(
-                    [(st.load_npy(f"lsh/{layout}/u{u['index']:05d}.off.npy"),
-                      st.load_npy(f"lsh/{layout}/u{u['index']:05d}.members.npy"))
-                     for u in units])
+                    [(st.load_npy(layout.file(n, layout.OFF)),
+                      st.load_npy(layout.file(n, layout.MEMBERS))) for n in names])
                 if len(units) > 1:                   # one unit's are distinct already
                     off, members = distinct_buckets(off, members)
-                st.save_npy("lsh/bucket_off.npy", off)
-                st.save_npy("lsh/bucket_members.npy", members)
+                st.save_npy(layout.BUCKET_OFF, off)
+                st.save_npy(layout.BUCKET_MEMBERS, members)
                 meta.update(buckets=int(off.size - 1), bucket_entries=int(members.size))
                 del off, members
-                files = ["lsh/bucket_off.npy", "lsh/bucket_members.npy"]
+                files = [layout.BUCKET_OFF, layout.BUCKET_MEMBERS]
             else:
-                edges = [st.load_npy(f"lsh/{layout}/u{u['index']:05d}.npy") for u in units]
+                edges = [st.load_npy(layout.file(n, layout.EDGES)) for n in names]
                 if len(edges) == 1:
                     first = edges[0]                 # already sorted and unique
                 else:
                     first = unique(np.concatenate(edges)) if edges else np.zeros(0, _U64)
                 del edges
-                st.save_npy("lsh/first_round.npy", first)
+                st.save_npy(layout.FIRST_ROUND, first)
                 meta["first_round"] = int(first.size)
                 del first
-                files = ["lsh/first_round.npy"]
-            st.mark_done("stage/buckets", meta, files)
+                files = [layout.FIRST_ROUND]
+            st.mark_done(layout.stage("buckets"), meta, files)
         self.buckets_meta = meta
         return meta
 
@@ -282,10 +283,10 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             out = [None] * len(batches)
             todo = []
             for i, b in enumerate(batches):
-                name = f"{prefix}/c{c:03d}/b{i:06d}"
+                name = layout.score_batch(prefix, c, i)
                 m = st.done(name)
                 if m is not None and m.get("digest") == edges_digest(b):
-                    out[i] = st.load_npy(f"{name}.npy")
+                    out[i] = st.load_npy(layout.file(name, layout.BATCH))
                     self.reused[stage] = self.reused.get(stage, 0) + 1
                 else:
                     todo.append(i)
@@ -296,10 +297,10 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
                 def on_done(j, r):
                     i = todo[j]
                     if st.kind == "disk":       # saved as it completes: a rerun reuses it
-                        name = f"{prefix}/c{c:03d}/b{i:06d}"
-                        st.save_npy(f"{name}.npy", r)
+                        name = layout.score_batch(prefix, c, i)
+                        st.save_npy(layout.file(name, layout.BATCH), r)
                         st.mark_done(name, {"digest": edges_digest(batches[i])},
-                                     [f"{name}.npy"])
+                                     [layout.file(name, layout.BATCH)])
                     out[i] = r
                     count[0] += 1
                     self._progress(stage, count[0], len(todo))
@@ -326,29 +327,30 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
         if meta is None:
             if self.cfg.cluster == "greedy":
                 meta = self._select_representatives(docs, blocks)
-                names = ("accepted", "scores", "best", "rep_kept", "rep_dup", "rep_sim")
+                names = layout.SELECTED_GREEDY
             else:
                 meta = self._verify_components(docs, blocks)
-                names = ("accepted", "scores")
-            self.store.mark_done("stage/select", meta, [f"verify/{n}.npy" for n in names])
+                names = layout.SELECTED
+            self.store.mark_done(layout.stage("select"), meta,
+                                 [layout.selected(n) for n in names])
         self.select_meta = meta
         return meta
 
     def _verify_components(self, docs: Documents, blocks: Blocks) -> dict:
         cfg = self.cfg
         st = self.store
-        first = st.load_npy("lsh/first_round.npy")
+        first = st.load_npy(layout.FIRST_ROUND)
         ia, ib = unpack_edges(first)
         inputs = ScoreInputs(docs, blocks, self._shared_sets(unique(np.concatenate([ia, ib]))))
-        score = self._scorer("verify", "select", inputs)
+        score = self._scorer(layout.SELECT_BATCHES, "select", inputs)
         del ia, ib
         keys = BandKeys(self.ctx, blocks, self.R, cfg.bands)
         er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
                             accept_all=not cfg.verify)
         score.release()                 # the shared sets
         del inputs
-        st.save_npy("verify/accepted.npy", er.accepted)
-        st.save_npy("verify/scores.npy", er.scores)
+        st.save_npy(layout.selected("accepted"), er.accepted)
+        st.save_npy(layout.selected("scores"), er.scores)
         return {"candidates": er.candidates, "rounds": er.rounds, "skipped": 0,
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
@@ -356,10 +358,10 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
     def _select_representatives(self, docs: Documents, blocks: Blocks) -> dict:
         cfg = self.cfg
         st = self.store
-        off = st.load_npy("lsh/bucket_off.npy")
-        members = st.load_npy("lsh/bucket_members.npy")
+        off = st.load_npy(layout.BUCKET_OFF)
+        members = st.load_npy(layout.BUCKET_MEMBERS)
         pos_of_rank, best = self._priority()
-        st.save_npy("verify/best.npy", best)
+        st.save_npy(layout.selected("best"), best)
         del best
         if pos_of_rank is not None:
             rank = np.empty(self.R, np.int64)
@@ -372,7 +374,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             del bucket
         inputs = ScoreInputs(docs, blocks, self._shared_sets(
             unique(members) if pos_of_rank is None else unique(pos_of_rank[members])))
-        score = self._scorer("verify", "select", inputs,
+        score = self._scorer(layout.SELECT_BATCHES, "select", inputs,
                              float(cfg.threshold) if cfg.verify else 0.0)
 
         def score_ranks(packed):
@@ -400,11 +402,11 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             u, v = pos_of_rank[u], pos_of_rank[v]
         pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
         order = np.argsort(pairs, kind="stable")
-        st.save_npy("verify/accepted.npy", pairs[order])
-        st.save_npy("verify/scores.npy", sel.pair_scores[order])
-        st.save_npy("verify/rep_kept.npy", kept)
-        st.save_npy("verify/rep_dup.npy", dup)
-        st.save_npy("verify/rep_sim.npy", sim)
+        st.save_npy(layout.selected("accepted"), pairs[order])
+        st.save_npy(layout.selected("scores"), sel.pair_scores[order])
+        st.save_npy(layout.selected("rep_kept"), kept)
+        st.save_npy(layout.selected("rep_dup"), dup)
+        st.save_npy(layout.selected("rep_sim"), sim)
         # the rounds and the pairs actually scored depend on how the rule was
         # computed (passes on a CPU, rounds on a device): work, not results
         return {"candidates": sel.comparisons, "rounds": None, "skipped": sel.skipped,
@@ -424,9 +426,11 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             return None, self.reps.copy()
         st = self.store
         lengths = self._lengths()
-        members = st.load_npy("exact/members.npy")
+        members = st.load_npy(layout.exact("members"))
+        member_rep = st.load_npy(layout.exact("member_rep"))
         group = np.concatenate([np.arange(self.R, dtype=np.int64),
-                                np.searchsorted(self.reps, st.load_npy("exact/member_rep.npy"))])
+                                np.searchsorted(self.reps, member_rep)])
+        del member_rep
         docs = np.concatenate([self.reps, members])
         del members
         length = lengths[docs].astype(np.int64)
@@ -440,7 +444,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
 
     def _lengths(self) -> np.ndarray:
         """Every document's length in code points (``keep="longest"``)."""
-        return np.concatenate([self.store.load_npy(f"prep/{c['key']}/lengths.npy")
+        return np.concatenate([self.store.load_npy(layout.chunk_file(c["key"], layout.LENGTHS))
                                for c in self.chunks] or [np.zeros(0, np.int64)])
 
     def _shared_sets(self, positions: np.ndarray):
@@ -459,7 +463,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
             return None
         word = cfg.shingle == "word"
         if len(self.chunks) == 1:      # the backend's own handle (a device may keep it)
-            off, data = self.store.buffers(f"prep/{self.chunks[0]['key']}/text.arrow")
+            off, data = self.store.buffers(layout.chunk_file(self.chunks[0]["key"], layout.TEXT))
             sets = self.be.shingle_sets(off, data, word, cfg.ngram, docs)
         else:
             cut = np.searchsorted(docs, self.doc_starts)
@@ -468,7 +472,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
                 d = docs[cut[ci]:cut[ci + 1]]
                 if not d.size:
                     continue
-                off, data = self.store.buffers(f"prep/{c['key']}/text.arrow")
+                off, data = self.store.buffers(layout.chunk_file(c["key"], layout.TEXT))
                 _, so, sv = self.be.shingle_sets(off, data, word, cfg.ngram,
                                                  d - int(self.doc_starts[ci]))
                 parts.append((tasks.host(self.be, so), tasks.host(self.be, sv)))

@@ -23,9 +23,10 @@ Every artifact of a disk store is written to a temporary name
 (:func:`gpu_dedup.atomic.tmp_path`, the one rule for every file written
 there, which :meth:`DiskStore.open` cleans with ``is_tmp``) and renamed
 into place; a unit of work is complete when its marker ``<unit>.done``
-exists, written after the unit's artifacts. A run killed at any point (even
-by SIGKILL) leaves only complete units plus temporary files, which the next
-run removes; a write that fails (a full disk) removes its temporary file.
+exists, written after the unit's artifacts (what each unit and file is:
+:mod:`gpu_dedup.engine.layout`). A run killed at any point (even by SIGKILL)
+leaves only complete units plus temporary files, which the next run
+removes; a write that fails (a full disk) removes its temporary file.
 
 Nothing in a work directory is trusted for being there. Each artifact's size
 and XXH3-128 hash are taken as it is written; a unit's marker lists its
@@ -55,11 +56,12 @@ from ..atomic import is_tmp, tmp_path, write_atomic
 from ..digest import file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
+from .layout import LOCK, MARKER
 
 log = logging.getLogger("gpu_dedup")
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 6
+FORMAT_VERSION = 7
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"
@@ -236,7 +238,7 @@ class DiskStore:
         temporary files left by a killed run."""
         os.makedirs(self.root, exist_ok=True)
         import fcntl
-        fd = os.open(os.path.join(self.root, ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(os.path.join(self.root, LOCK), os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -307,7 +309,7 @@ class DiskStore:
     def _marker(self, unit: str):
         """``(meta, files)`` of an intact marker, else None."""
         try:
-            with open(self._local(unit + ".done"), "rb") as f:
+            with open(self._local(unit + MARKER), "rb") as f:
                 obj = json.loads(f.read())
         except (OSError, ValueError):
             return None
@@ -345,7 +347,7 @@ class DiskStore:
         for u in units:
             got = self._marker(u)
             if got is None:
-                raise DamagedWorkFile(f"{self._local(u + '.done')}: missing or damaged while "
+                raise DamagedWorkFile(f"{self._local(u + MARKER)}: missing or damaged while "
                                       f"the run used it; run the same command again")
             table.update(got[1])
         with self._sums_lock:
@@ -364,7 +366,7 @@ class DiskStore:
         def write(tmp):
             with open(tmp, "w") as f:
                 json.dump(body, f, sort_keys=True)
-        _write_atomically(self.path(unit + ".done"), write)
+        _write_atomically(self.path(unit + MARKER), write)
 
     def _checked(self, rel: str) -> str:
         """The path of ``rel`` once it matches what was written (when this
@@ -540,5 +542,5 @@ class RemoteStore(DiskStore):
             fs.upload(os.path.join(self.root, rel), f"{self.url}/{rel}")
         super().mark_done(unit, meta, files, units)
         with self._plock:
-            self._pending.discard(unit + ".done")
-        fs.upload(os.path.join(self.root, unit + ".done"), f"{self.url}/{unit}.done")
+            self._pending.discard(unit + MARKER)
+        fs.upload(os.path.join(self.root, unit + MARKER), f"{self.url}/{unit}{MARKER}")

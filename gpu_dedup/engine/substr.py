@@ -42,6 +42,7 @@ from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
 from ..kernels import substr as K
 from ..stages.normalize import text_buffers
+from . import layout
 from .base import RunnerBase
 from .records import Documents
 from .substr_output import SubstrOutputs, report_dict  # noqa: F401  (callers import it here)
@@ -61,9 +62,6 @@ WINDOW_BYTES = 100
 VOCAB_BYTES = 40
 #: Seeds tried before giving up on finding collision-free unit hashes.
 SEEDS = 4
-#: What a chunk's ``cut`` unit writes.
-CUT_FILES = ("text.arrow", "units.npy", "removed.npy", "span_doc.npy", "span_start.npy",
-             "span_end.npy", "span_first.npy")
 _U64 = np.uint64
 
 
@@ -91,18 +89,19 @@ def _save_texts(ctx: Ctx, unit: dict, key: str, d: dict) -> tuple[dict, list]:
     if texts.type != pa.large_string():
         texts = texts.cast(pa.large_string())
     n = len(texts)
-    st.save_arrow(f"prep/{key}/text.arrow", {"text": texts})
+    p = layout.chunk(key)
+    st.save_arrow(layout.file(p, layout.TEXT), {"text": texts})
     ids = chunk_ids(ctx, unit, d)
     if ids is not None:
         ioff, idata = text_buffers(ids)
-        st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
-        st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
-    st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
+        st.save_npy(layout.file(p, layout.IDFP), cpu_kernels.text_hash128(ioff, idata))
+        st.save_arrow(layout.file(p, layout.IDS), {"id": ids})
+    st.save_npy(layout.file(p, layout.LOC), np.asarray(d["lines"], dtype=np.int64))
     meta = chunk_meta(unit, key, d, n)
     meta["text_bytes"] = int(pc.sum(pc.binary_length(texts)).as_py() or 0) if n else 0
-    files = [f"prep/{key}/text.arrow", f"prep/{key}/loc.npy"]
+    files = layout.files(p, (layout.TEXT, layout.LOC))
     if ids is not None:
-        files += [f"prep/{key}/idfp.npy", f"prep/{key}/ids.arrow"]
+        files += layout.files(p, (layout.IDFP, layout.IDS))
     return meta, files
 
 
@@ -114,7 +113,7 @@ def task_prepare(unit: dict, ctx: Ctx) -> dict:
 
 def chunk_units(ctx: Ctx, c: dict, unit: str):
     """A chunk's text buffers and units (:func:`kernels.substr.units`)."""
-    off, data = ctx.store.buffers(f"prep/{c['key']}/text.arrow")
+    off, data = ctx.store.buffers(layout.chunk_file(c["key"], layout.TEXT))
     off = np.asarray(off, np.int64)
     data = np.asarray(data)
     return off, data, K.units(off, data, unit == "word")
@@ -140,7 +139,7 @@ def task_hash(ci: int, ctx: Ctx, step: Step) -> dict:
     st, job = ctx.store, step.job
     c = step.docs.chunks[ci]
     seed = step.seed
-    name = f"hash{seed}/{c['key']}"
+    name = layout.hash_chunk(seed, c["key"])
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
@@ -156,19 +155,18 @@ def task_hash(ci: int, ctx: Ctx, step: Step) -> dict:
     del b0, b1, off, data
     h, start = be.substr_windows(uh, u_off, job["L"])
     order = be.stable_argsort(h)
-    st.save_npy(f"{name}/wh.npy", host(be, h[order]))
-    st.save_npy(f"{name}/ws.npy", host(be, start[order]))
+    st.save_npy(layout.file(name, "wh.npy"), host(be, h[order]))
+    st.save_npy(layout.file(name, "ws.npy"), host(be, start[order]))
     W = int(h.size)
     del h, start, order
     vo = np.argsort(vh, kind="stable")
-    st.save_npy(f"{name}/vh.npy", vh[vo])
-    st.save_arrow(f"{name}/vocab.arrow", {"unit": vocab.take(pa.array(vo))})
-    st.save_npy(f"{name}/uh.npy", uh)
-    st.save_npy(f"{name}/units.npy", np.diff(u_off).astype(np.int64))
+    st.save_npy(layout.file(name, "vh.npy"), vh[vo])
+    st.save_arrow(layout.file(name, "vocab.arrow"), {"unit": vocab.take(pa.array(vo))})
+    st.save_npy(layout.file(name, "uh.npy"), uh)
+    st.save_npy(layout.file(name, "units.npy"), np.diff(u_off).astype(np.int64))
     meta = {"units": U, "windows": W, "vocab": int(vh.size),
             "vocab_bytes": int(vocab.nbytes), "pid": os.getpid()}
-    st.mark_done(name, meta, [f"{name}/{n}" for n in ("wh.npy", "ws.npy", "vh.npy",
-                                                       "vocab.arrow", "uh.npy", "units.npy")])
+    st.mark_done(name, meta, layout.files(name, layout.HASH_FILES))
     return {**meta, "reused": 0}
 
 
@@ -178,18 +176,19 @@ def task_vocab(item: tuple, ctx: Ctx, step: Step) -> dict:
     """Whether two different units of hash range ``p`` share a hash."""
     p, parts = item
     st, seed = ctx.store, step.seed
-    name = f"vocab{seed}/{parts}/p{p:05d}"
+    name = layout.vocab_part(seed, parts, p)
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
     lo, hi = _range(p, parts)
     hs, ss = [], []
     for c in step.docs.chunks:
-        vh = st.load_npy(f"hash{seed}/{c['key']}/vh.npy", mmap=True)
+        chunk = layout.hash_chunk(seed, c["key"])
+        vh = st.load_npy(layout.file(chunk, "vh.npy"), mmap=True)
         a, b = _slice(vh, lo, hi)
         if b > a:
             hs.append(np.array(vh[a:b]))
-            ss.append(st.column(f"hash{seed}/{c['key']}/vocab.arrow").slice(a, b - a))
+            ss.append(st.column(layout.file(chunk, "vocab.arrow")).slice(a, b - a))
         del vh
     collision = None
     if hs:
@@ -219,7 +218,7 @@ def task_windows(item: tuple, ctx: Ctx, step: Step) -> dict:
     p, parts = item
     st, job = ctx.store, step.job
     seed, L, keep = step.seed, job["L"], job["keep"]
-    name = f"win{seed}/{parts}/p{p:05d}"
+    name = layout.windows_part(seed, parts, p)
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
@@ -227,11 +226,12 @@ def task_windows(item: tuple, ctx: Ctx, step: Step) -> dict:
     starts = step.unit_starts
     hs, ss = [], []
     for ci, c in enumerate(step.docs.chunks):
-        wh = st.load_npy(f"hash{seed}/{c['key']}/wh.npy", mmap=True)
+        chunk = layout.hash_chunk(seed, c["key"])
+        wh = st.load_npy(layout.file(chunk, "wh.npy"), mmap=True)
         a, b = _slice(wh, lo, hi)
         if b > a:
             hs.append(np.array(wh[a:b]))
-            ss.append(np.array(st.load_npy(f"hash{seed}/{c['key']}/ws.npy", mmap=True)[a:b])
+            ss.append(np.array(st.load_npy(layout.file(chunk, "ws.npy"), mmap=True)[a:b])
                       + int(starts[ci]))
         del wh
     h = np.concatenate(hs) if hs else np.zeros(0, _U64)
@@ -245,7 +245,7 @@ def task_windows(item: tuple, ctx: Ctx, step: Step) -> dict:
         be = backend_of(ctx)
         order = host(be, be.stable_argsort(h))    # chunks in order: (hash, position) order
         h = h[order]
-        uh = st.load_npy(f"hash{seed}/uh.npy", mmap=True)
+        uh = st.load_npy(layout.hash_file(seed, layout.UNIT_HASHES), mmap=True)
         first, count = K.distinct_windows(h, order, s, uh, L)
         del h, order, uh
         widx = np.arange(W, dtype=np.int64)
@@ -261,11 +261,11 @@ def task_windows(item: tuple, ctx: Ctx, step: Step) -> dict:
         o = np.argsort(rs)
         rs, rf = rs[o], rf[o]
         del first, removed, o
-    st.save_npy(f"{name}/rm_start.npy", rs)
-    st.save_npy(f"{name}/rm_first.npy", rf)
+    st.save_npy(layout.file(name, "rm_start.npy"), rs)
+    st.save_npy(layout.file(name, "rm_first.npy"), rf)
     meta = {"windows": W, "distinct": distinct, "removed": int(rs.size), "top": top,
             "pid": os.getpid()}
-    st.mark_done(name, meta, [f"{name}/rm_start.npy", f"{name}/rm_first.npy"])
+    st.mark_done(name, meta, layout.files(name, layout.WINDOWS_FILES))
     return {**meta, "reused": 0}
 
 
@@ -290,7 +290,7 @@ def task_cut(ci: int, ctx: Ctx, step: Step) -> dict:
     st, job = ctx.store, step.job
     c = step.docs.chunks[ci]
     seed, L, parts = step.seed, job["L"], step.parts
-    name = f"cut{seed}/{parts}/{c['key']}"
+    name = layout.cut_chunk(seed, parts, c["key"])
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
@@ -300,13 +300,13 @@ def task_cut(ci: int, ctx: Ctx, step: Step) -> dict:
     U0 = int(step.unit_starts[ci])
     rss, rfs = [], []
     for p in range(parts):
-        rs = st.load_npy(f"win{seed}/{parts}/p{p:05d}/rm_start.npy", mmap=True)
+        win = layout.windows_part(seed, parts, p)
+        rs = st.load_npy(layout.file(win, "rm_start.npy"), mmap=True)
         a = int(np.searchsorted(rs, U0, side="left"))
         b = int(np.searchsorted(rs, U0 + U, side="left"))
         if b > a:
             rss.append(np.array(rs[a:b]) - U0)
-            rfs.append(np.array(st.load_npy(f"win{seed}/{parts}/p{p:05d}/rm_first.npy",
-                                            mmap=True)[a:b]))
+            rfs.append(np.array(st.load_npy(layout.file(win, "rm_first.npy"), mmap=True)[a:b]))
         del rs
     s = np.concatenate(rss) if rss else np.zeros(0, np.int64)
     f = np.concatenate(rfs) if rfs else np.zeros(0, np.int64)
@@ -329,18 +329,19 @@ def task_cut(ci: int, ctx: Ctx, step: Step) -> dict:
     span_doc = doc_of[su]
     # the removed window starting at a span's first unit, and where its first occurrence is
     first_unit = f[np.searchsorted(s, su)] if su.size else np.zeros(0, np.int64)
-    doc_units = st.load_npy(f"hash{seed}/doc_units.npy", mmap=True)
+    doc_units = st.load_npy(layout.hash_file(seed, layout.DOC_UNITS), mmap=True)
     span_first = np.searchsorted(doc_units, first_unit, side="right") - 1
     del doc_units
-    st.save_arrow(f"{name}/text.arrow", {"text": cut_texts(off, data, b0, b1, su, eu, n)})
-    st.save_npy(f"{name}/units.npy", per_doc)
-    st.save_npy(f"{name}/removed.npy", removed_units)
-    st.save_npy(f"{name}/span_doc.npy", span_doc)
-    st.save_npy(f"{name}/span_start.npy", c0[su])
-    st.save_npy(f"{name}/span_end.npy", c1[eu])
-    st.save_npy(f"{name}/span_first.npy", span_first.astype(np.int64))
+    st.save_arrow(layout.file(name, "text.arrow"),
+                  {"text": cut_texts(off, data, b0, b1, su, eu, n)})
+    st.save_npy(layout.file(name, "units.npy"), per_doc)
+    st.save_npy(layout.file(name, "removed.npy"), removed_units)
+    st.save_npy(layout.file(name, "span_doc.npy"), span_doc)
+    st.save_npy(layout.file(name, "span_start.npy"), c0[su])
+    st.save_npy(layout.file(name, "span_end.npy"), c1[eu])
+    st.save_npy(layout.file(name, "span_first.npy"), span_first.astype(np.int64))
     meta = {"spans": int(su.size), "removed": int(removed_units.sum()), "pid": os.getpid()}
-    st.mark_done(name, meta, [f"{name}/{n}" for n in CUT_FILES])
+    st.mark_done(name, meta, layout.files(name, layout.CUT_FILES))
     return {**meta, "reused": 0}
 
 
@@ -400,22 +401,24 @@ class SubstrRunner(RunnerBase, SubstrOutputs):
         """Each chunk's units hashed with ``step.seed``; the step with each
         chunk's first unit."""
         seed, chunks = step.seed, step.docs.chunks
-        meta = self._stage_done(f"hash{seed}", "hash")
+        meta = self._stage_done(layout.seeded(layout.HASH, seed), "hash")
         if meta is None:
             res = self._map("hash", task_hash, list(range(len(chunks))), step)
-            keys = [f"hash{seed}/{c['key']}" for c in chunks]
-            self.store.concat_npy(f"hash{seed}/uh.npy", [f"{k}/uh.npy" for k in keys], _U64)
-            per_doc = [self.store.load_npy(f"{k}/units.npy") for k in keys]
+            keys = [layout.hash_chunk(seed, c["key"]) for c in chunks]
+            uh_key = layout.hash_file(seed, layout.UNIT_HASHES)
+            doc_units_key = layout.hash_file(seed, layout.DOC_UNITS)
+            self.store.concat_npy(uh_key, [layout.file(k, "uh.npy") for k in keys], _U64)
+            per_doc = [self.store.load_npy(layout.file(k, "units.npy")) for k in keys]
             doc_units = np.concatenate([[0]] + per_doc).cumsum().astype(np.int64)
-            self.store.save_npy(f"hash{seed}/doc_units.npy", doc_units)
+            self.store.save_npy(doc_units_key, doc_units)
             meta = {"chunk_units": [int(r["units"]) for r in res],
                     "windows": [int(r["windows"]) for r in res],
                     "vocab": int(sum(r["vocab"] for r in res)),
                     "vocab_bytes": int(sum(r["vocab_bytes"] for r in res)),
                     "units_total": int(doc_units[-1]), "units": len(res)}
             # the windows and cut stages read the chunks' files: checked with the stage
-            self.store.mark_done(f"stage/hash{seed}", meta,
-                                 [f"hash{seed}/uh.npy", f"hash{seed}/doc_units.npy"], keys)
+            self.store.mark_done(layout.stage(layout.seeded(layout.HASH, seed)), meta,
+                                 [uh_key, doc_units_key], keys)
         self.hash_meta = meta
         starts = np.concatenate([[0], np.cumsum(meta["chunk_units"])]).astype(np.int64)
         return replace(step, unit_starts=starts)

@@ -17,6 +17,7 @@ from ..io.sources import output_names
 from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K
 from ..memory import release_memory
+from . import layout
 from .outputs import RowGroups
 
 
@@ -27,24 +28,26 @@ class SubstrOutputs:
     # -- results ----------------------------------------------------------
     def cut_key(self, ci: int) -> str:
         step = self.step
-        return f"cut{step.seed}/{step.parts}/{self.chunks[ci]['key']}"
+        return layout.cut_chunk(step.seed, step.parts, self.chunks[ci]["key"])
 
     def chunk_array(self, ci: int, name: str) -> np.ndarray:
-        return self.store.load_npy(f"{self.cut_key(ci)}/{name}.npy")
+        return self.store.load_npy(layout.file(self.cut_key(ci), f"{name}.npy"))
 
     def cut_texts(self, ci: int) -> pa.Array:
-        return self.store.column(f"{self.cut_key(ci)}/text.arrow")
+        return self.store.column(layout.file(self.cut_key(ci), "text.arrow"))
 
     def repeated(self) -> list:
         """The most repeated removed passages: ``(one window's text, count)``."""
         out = []
         starts = self.step.unit_starts
-        doc_units = self.store.load_npy(f"hash{self.step.seed}/doc_units.npy", mmap=True)
+        doc_units = self.store.load_npy(layout.hash_file(self.step.seed, layout.DOC_UNITS),
+                                        mmap=True)
         for u, count in self.windows_meta["top"]:
             ci = int(np.searchsorted(starts, u, side="right") - 1)
             d = int(np.searchsorted(doc_units, u, side="right") - 1)
             local = d - int(self.doc_starts[ci])
-            text = self.store.column(f"prep/{self.chunks[ci]['key']}/text.arrow")[local]
+            text = self.store.column(layout.chunk_file(self.chunks[ci]["key"],
+                                                       layout.TEXT))[local]
             raw = text.as_buffer().to_pybytes() if text.is_valid else b""
             arr = np.frombuffer(raw, np.uint8)
             _, b0, b1, _, _ = K.units(np.array([0, arr.size], np.int64), arr,
@@ -69,7 +72,7 @@ class SubstrOutputs:
                 pq.ParquetWriter(os.path.join(folder, "documents.parquet"), doc_schema) as wd:
             rs, rd = RowGroups(ws, span_schema), RowGroups(wd, doc_schema)
             for ci, c in enumerate(self.chunks):
-                ids = st.column(f"prep/{c['key']}/ids.arrow").cast(pa.string())
+                ids = st.column(layout.chunk_file(c["key"], layout.IDS)).cast(pa.string())
                 units = self.chunk_array(ci, "units")
                 removed = self.chunk_array(ci, "removed")
                 dropped = (units - removed) < min_doc_length
@@ -116,7 +119,8 @@ class SubstrOutputs:
         idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
         first = self.chunks[idx[0]]
         d0, d1 = int(self.doc_starts[idx[0]]), int(self.doc_starts[idx[-1] + 1])
-        locs = np.concatenate([self.store.load_npy(f"prep/{self.chunks[ci]['key']}/loc.npy")
+        locs = np.concatenate([self.store.load_npy(layout.chunk_file(self.chunks[ci]["key"],
+                                                                     layout.LOC))
                                for ci in idx])
         changed = np.concatenate([self.chunk_array(ci, "removed") > 0 for ci in idx])
         texts = _ShardTexts(self, idx)

@@ -51,6 +51,7 @@ from ..stages.exact import exact_representatives
 from ..stages.lsh import distinct_buckets, unpack_edges
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
+from . import layout
 from .plan import Plan
 from .records import Blocks, Documents, ScoreInputs
 
@@ -126,30 +127,31 @@ def _save_chunk(ctx: Ctx, unit: dict, key: str, d: dict) -> tuple[dict, list]:
     texts = d["texts"]
     n = len(texts)
     roff, rdata = text_buffers(texts)
-    p = f"prep/{key}"
-    files = [f"{p}/text.arrow", f"{p}/fp.npy", f"{p}/active.npy", f"{p}/loc.npy"]
+    p = layout.chunk(key)
+    files = layout.files(p, (layout.TEXT, layout.FP, layout.ACTIVE, layout.LOC))
     if cfg.keep == "longest":        # first: a device keeps the normalized text afterwards
-        st.save_npy(f"{p}/lengths.npy", host(be, be.codepoint_lengths(roff, rdata)))
-        files.append(f"{p}/lengths.npy")
+        st.save_npy(layout.file(p, layout.LENGTHS),
+                    host(be, be.codepoint_lengths(roff, rdata)))
+        files.append(layout.file(p, layout.LENGTHS))
     counted = getattr(be, "normalize_counted", None)
     if counted is not None:            # a device: how many documents went to the host
         norm, on_host = counted(texts, cfg.normalize)
     else:
         norm, on_host = be.normalize(texts, cfg.normalize), None
-    st.save_arrow(f"prep/{key}/text.arrow", {"text": norm})
-    off, data = st.buffers(f"prep/{key}/text.arrow")
+    st.save_arrow(layout.file(p, layout.TEXT), {"text": norm})
+    off, data = st.buffers(layout.file(p, layout.TEXT))
     active = host(be, be.has_shingles(off, data, word)).astype(bool)
     fp = host(be, be.text_hash128(off, data))
     ids = chunk_ids(ctx, unit, d)
     if ids is not None:
         # ids are short and checked once: fingerprinted on the host, whatever the device
         ioff, idata = text_buffers(ids)
-        st.save_npy(f"prep/{key}/idfp.npy", cpu_kernels.text_hash128(ioff, idata))
-        st.save_arrow(f"prep/{key}/ids.arrow", {"id": ids})
-        files += [f"{p}/idfp.npy", f"{p}/ids.arrow"]
-    st.save_npy(f"prep/{key}/fp.npy", fp)
-    st.save_npy(f"prep/{key}/active.npy", active)
-    st.save_npy(f"prep/{key}/loc.npy", np.asarray(d["lines"], dtype=np.int64))
+        st.save_npy(layout.file(p, layout.IDFP), cpu_kernels.text_hash128(ioff, idata))
+        st.save_arrow(layout.file(p, layout.IDS), {"id": ids})
+        files += layout.files(p, (layout.IDFP, layout.IDS))
+    st.save_npy(layout.file(p, layout.FP), fp)
+    st.save_npy(layout.file(p, layout.ACTIVE), active)
+    st.save_npy(layout.file(p, layout.LOC), np.asarray(d["lines"], dtype=np.int64))
     meta = chunk_meta(unit, key, d, n)
     meta.update(active=int(active.sum()), text_bytes=int(data.size if n else 0),
                 raw_bytes=int(rdata.size if n else 0), host_normalized=on_host)
@@ -166,25 +168,25 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
     """Read one read unit (:func:`gpu_dedup.io.plan.plan_reads`) and hand each
     of its chunks to ``save(ctx, unit, key, d)``, which stores what its stage
     needs and returns the chunk's metadata and the files it wrote (marked
-    done under ``prep/{key}``). A completed unit is reused; a compressed
-    stream skips its completed chunks. Returns ``{"chunks": [meta, ...], "reused": k}``,
-    or ``{"error": exc}`` for bad input, so that the run can report the
-    first error in input order."""
+    done as :func:`gpu_dedup.engine.layout.chunk`). A completed unit is
+    reused; a compressed stream skips its completed chunks. Returns
+    ``{"chunks": [meta, ...], "reused": k}``, or ``{"error": exc}`` for bad
+    input, so that the run can report the first error in input order."""
     st = ctx.store
     tf, idf, bad = ctx.text_field, ctx.id_field, ctx.on_bad_record
     try:
         if unit["kind"] != "stream":
-            done = st.done(f"prep/{unit['key']}")
+            done = st.done(layout.chunk(unit["key"]))
             if done is not None:
                 return {"chunks": [done], "reused": 1}
             if unit["kind"] == "array":
-                texts = st.column("input/texts")
+                texts = st.column(layout.INPUT_TEXTS)
                 d = {"texts": texts, "ids": None, "lines": np.arange(1, len(texts) + 1),
                      "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
             else:
                 d = read_piece(unit, tf, idf, bad)
             meta, files = save(ctx, unit, unit["key"], d)
-            st.mark_done(f"prep/{unit['key']}", meta, files)
+            st.mark_done(layout.chunk(unit["key"]), meta, files)
             return {"chunks": [meta], "reused": 0}
         # a compressed stream: chunks as they come, skipping completed ones
         metas = []
@@ -192,8 +194,8 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
         lines = 0
         path = unit["path"]
         for k, blocks in stream_chunks(path, ctx.plan.chunk_bytes):
-            key = f"f{unit['file']:05d}c{k:06d}"
-            meta = st.done(f"prep/{key}")
+            key = layout.chunk_key(unit["file"], k)
+            meta = st.done(layout.chunk(key))
             if meta is not None and meta.get("lines_before") == lines:
                 metas.append(meta)
                 reused += 1
@@ -204,7 +206,7 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
             d.update(path=path, compression=unit["compression"])
             meta, files = save(ctx, {**unit, "chunk": k}, key, d)
             meta.update(lines_before=lines, lines_read=int(d["lines_read"]))
-            st.mark_done(f"prep/{key}", meta, files)
+            st.mark_done(layout.chunk(key), meta, files)
             metas.append(meta)
             lines += int(d["lines_read"])
             del d
@@ -254,11 +256,11 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     fingerprint falls in partition ``p`` of ``parts``."""
     p, parts = item
     st = ctx.store
-    unit = f"exact/{parts}/p{p:05d}"
+    unit = layout.exact_part(parts, p)
     meta = st.done(unit)
     if meta is not None:
         return {**meta, "reused": 1}
-    fp, ix = _partition_of(st, docs, "fp.npy", parts, p, active=True)
+    fp, ix = _partition_of(st, docs, layout.FP, parts, p, active=True)
     if ctx.cfg.exact and ix.size:
         be = backend_of(ctx)
         rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
@@ -266,13 +268,11 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
         rep = ix
     del fp
     is_rep = rep == ix
-    st.save_npy(f"{unit}/reps.npy", ix[is_rep])
-    st.save_npy(f"{unit}/members.npy", ix[~is_rep])
-    st.save_npy(f"{unit}/member_rep.npy", rep[~is_rep])
+    for name, arr in zip(layout.EXACT_ARRAYS, (ix[is_rep], ix[~is_rep], rep[~is_rep])):
+        st.save_npy(layout.file(unit, f"{name}.npy"), arr)
     del rep, ix, is_rep
     meta = {"pid": os.getpid()}
-    st.mark_done(unit, meta, [f"{unit}/reps.npy", f"{unit}/members.npy",
-                              f"{unit}/member_rep.npy"])
+    st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in layout.EXACT_ARRAYS]))
     return {**meta, "reused": 0}
 
 
@@ -283,13 +283,13 @@ def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
     only active documents when ``active``; chunks without the file add none."""
     fps, idx = [], []
     for ci, c in enumerate(docs.chunks):
-        path = f"prep/{c['key']}/{name}"
+        path = layout.chunk_file(c["key"], name)
         if not active and not st.exists(path):
             continue
         fp = st.load_npy(path)
         sel = _partition(fp, parts, p)
         if active:
-            sel &= st.load_npy(f"prep/{c['key']}/active.npy")
+            sel &= st.load_npy(layout.chunk_file(c["key"], layout.ACTIVE))
         fps.append(fp[sel])
         idx.append(np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]))
         del fp
@@ -303,7 +303,7 @@ def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
     (the rule of :mod:`gpu_dedup.ids`), or None. The smallest pair over the
     partitions is the corpus's."""
     p, parts = item
-    fp, ix = _partition_of(ctx.store, docs, "idfp.npy", parts, p)
+    fp, ix = _partition_of(ctx.store, docs, layout.IDFP, parts, p)
     if not ix.size:
         return None
     rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]
@@ -321,7 +321,7 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
     """Signatures and band keys of the representatives ``r0 .. r1`` (all in
     one chunk); keys saved band-major (``B x n``)."""
     st = ctx.store
-    unit = f"sig/{block['key']}"
+    unit = layout.signature_block(block["key"])
     meta = st.done(unit)
     if meta is not None:
         return {**meta, "reused": 1}
@@ -329,19 +329,19 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
     be = backend_of(ctx)
     ci = block["chunk"]
     c = docs.chunks[ci]
-    reps = st.load_npy("exact/reps.npy", mmap=True)
+    reps = st.load_npy(layout.exact("reps"), mmap=True)
     local = np.array(reps[block["r0"]:block["r1"]], dtype=np.int64) - int(docs.starts[ci])
     del reps
-    off, data = st.buffers(f"prep/{c['key']}/text.arrow")
+    off, data = st.buffers(layout.chunk_file(c["key"], layout.TEXT))
     sig, counts = signatures(be, off, data, local, cfg)
     keys = host(be, be.band_keys(sig, cfg.bands, cfg.rows))
     del off, data
-    st.save_npy(f"{unit}.keys.npy", np.ascontiguousarray(keys.T))
+    st.save_npy(layout.file(unit, layout.KEYS), np.ascontiguousarray(keys.T))
     del keys
-    files = [f"{unit}.keys.npy"]
+    files = [layout.file(unit, layout.KEYS)]
     if needs_signatures(cfg):
-        st.save_npy(f"{unit}.sig.npy", host(be, sig))
-        files.append(f"{unit}.sig.npy")
+        st.save_npy(layout.file(unit, layout.SIGS), host(be, sig))
+        files.append(layout.file(unit, layout.SIGS))
     meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
     st.mark_done(unit, meta, files)
     return {**meta, "reused": 0}
@@ -360,7 +360,7 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
     or their candidate edges (components)."""
     st = ctx.store
-    name = f"lsh/{unit['layout']}/u{unit['index']:05d}"
+    name = layout.bucket_unit(unit["layout"], unit["index"])
     meta = st.done(name)
     if meta is not None:
         return {**meta, "reused": 1}
@@ -371,7 +371,7 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
         for b in blocks.blocks:
             if b["r1"] == b["r0"]:
                 continue
-            row = st.load_npy(f"sig/{b['key']}.keys.npy", mmap=True)[j]
+            row = st.load_npy(layout.signature_file(b["key"], layout.KEYS), mmap=True)[j]
             if parts > 1:
                 sel = np.flatnonzero(key_partition(row, parts) == p)
                 keys.append(np.array(row[sel]))
@@ -392,16 +392,16 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
         off, members = be.segment_buckets(flat, d, seg)
         del flat, d
         off, members = distinct_buckets(host(be, off), host(be, members))
-        st.save_npy(f"{name}.off.npy", off)
-        st.save_npy(f"{name}.members.npy", members)
+        st.save_npy(layout.file(name, layout.OFF), off)
+        st.save_npy(layout.file(name, layout.MEMBERS), members)
         meta = {"buckets": int(off.size - 1), "entries": int(members.size), "pid": os.getpid()}
-        files = [f"{name}.off.npy", f"{name}.members.npy"]
+        files = layout.files(name, (layout.OFF, layout.MEMBERS))
     else:
         edges = host(be, be.segment_bucket_edges(flat, d, seg))
         del flat, d
-        st.save_npy(f"{name}.npy", edges)
+        st.save_npy(layout.file(name, layout.EDGES), edges)
         meta = {"edges": int(edges.size), "pid": os.getpid()}
-        files = [f"{name}.npy"]
+        files = [layout.file(name, layout.EDGES)]
     st.mark_done(name, meta, files)
     return {**meta, "reused": 0}
 
@@ -419,7 +419,7 @@ def gather(ctx: Ctx, documents: Documents, docs: np.ndarray, name: str) -> pa.Ar
     parts = []
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
         c = int(ci[s])
-        col = st.column(f"prep/{documents.chunks[c]['key']}/{name}")
+        col = st.column(layout.chunk_file(documents.chunks[c]["key"], name))
         parts.append(col.take(pa.array(docs[s:e] - int(documents.starts[c]))))
         del col
     return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
@@ -431,10 +431,10 @@ def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
     if docs.size == 0:
         return pa.array([], pa.large_string())
     if len(documents.chunks) == 1:
-        return ctx.store.column(f"prep/{documents.chunks[0]['key']}/ids.arrow").take(
-            pa.array(docs))
+        ids = ctx.store.column(layout.chunk_file(documents.chunks[0]["key"], layout.IDS))
+        return ids.take(pa.array(docs))
     u, inv = unique(docs, return_inverse=True)
-    return gather(ctx, documents, u, "ids.arrow").take(pa.array(inv.astype(np.int64)))
+    return gather(ctx, documents, u, layout.IDS).take(pa.array(inv.astype(np.int64)))
 
 
 def _gather_signatures(ctx: Ctx, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
@@ -444,7 +444,7 @@ def _gather_signatures(ctx: Ctx, blocks: Blocks, positions: np.ndarray) -> np.nd
     out = None
     for b in unique(bi):
         blk = blocks.blocks[int(b)]
-        sig = st.load_npy(f"sig/{blk['key']}.sig.npy", mmap=True)
+        sig = st.load_npy(layout.signature_file(blk["key"], layout.SIGS), mmap=True)
         sel = bi == b
         rows = np.array(sig[positions[sel] - blk["r0"]])
         if out is None:
@@ -467,7 +467,7 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
     be = backend_of(ctx)
     ia, ib = unpack_edges(edges)
     if cfg.similarity == "jaccard" and cfg.verify:
-        reps = ctx.store.load_npy("exact/reps.npy", mmap=True)
+        reps = ctx.store.load_npy(layout.exact("reps"), mmap=True)
         da = np.array(reps[ia])
         db = np.array(reps[ib])
         del reps
@@ -483,11 +483,12 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
         if ci[0] == ci[1]:
             # one chunk: its own buffers (no copy; a device may hold them already)
             c = int(ci[0])
-            off, data = ctx.store.buffers(f"prep/{documents.chunks[c]['key']}/text.arrow")
+            text = layout.chunk_file(documents.chunks[c]["key"], layout.TEXT)
+            off, data = ctx.store.buffers(text)
             d0 = int(documents.starts[c])
             la, lb = da - d0, db - d0
         else:
-            off, data = text_buffers(gather(ctx, documents, docs, "text.arrow"))
+            off, data = text_buffers(gather(ctx, documents, docs, layout.TEXT))
             la = np.searchsorted(docs, da).astype(np.int64)
             lb = np.searchsorted(docs, db).astype(np.int64)
         return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
@@ -530,7 +531,7 @@ class BandKeys:
             bi = self.blocks.block_of(rows_i)
             for b in unique(bi):
                 blk = self.blocks.blocks[int(b)]
-                keys = st.load_npy(f"sig/{blk['key']}.keys.npy", mmap=True)
+                keys = st.load_npy(layout.signature_file(blk["key"], layout.KEYS), mmap=True)
                 sel = np.flatnonzero(bi == b)
                 out[:, sel] = keys[:, rows_i[sel] - blk["r0"]]
                 del keys

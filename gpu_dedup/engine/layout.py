@@ -1,0 +1,288 @@
+"""The layout of a work directory: every key a store holds, named once.
+
+A store (:mod:`gpu_dedup.engine.store`) holds files under relative keys
+such as ``read/f00000c000000/text.arrow``; a unit of work named ``NAME`` is
+complete when its marker ``NAME.done`` exists. Every engine module builds
+its keys through this module, never by hand. Each folder is named after
+the stage that writes it (the substring stages' folders carry the seed of
+their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
+(:func:`gpu_dedup.engine.store.work_dir_for`), holds::
+
+    .lock                         the run holding the folder (DiskStore.open)
+    input/texts                   the array a library call deduplicates
+                                  (memory store only): shell; read
+    read/                         written by read; read by every later stage
+      {chunk}/                    one chunk of an input (chunk_key: f{file}c{k})
+        text.arrow                its texts: normalized (near-duplicates),
+                                  as read (substrings)
+        loc.npy                   each record's line (row, file) number: outputs
+        ids.arrow, idfp.npy       its ids and their 128-bit fingerprints: read
+                                  (unique ids), outputs
+        fp.npy, active.npy        128-bit text fingerprints, has shingles: exact
+        lengths.npy               code points per text (keep="longest"): select,
+                                  assign
+      {chunk}.done
+    exact/                        written by exact; read by signatures, select,
+                                  assign
+      {parts}/p{p}/               one partition of the fingerprint space
+        reps.npy, members.npy, member_rep.npy        (+ p{p}.done)
+      reps.npy                    the representatives' positions, sorted
+      members.npy, member_rep.npy every other document of a group of
+                                  identical texts, and its representative
+    signatures/                   written by signatures; read by buckets,
+                                  select (band keys, signature scores)
+      r{r0}.keys.npy              band keys of a block of representatives
+      r{r0}.sig.npy               their MinHash signatures (when scored by them)
+      r{r0}.done
+    buckets/                      written by buckets; read by select
+      p{parts}g{g}/u{index}.off.npy, .members.npy   a unit's buckets (greedy)
+      p{parts}g{g}/u{index}.npy   a unit's candidate pairs (components)
+      p{parts}g{g}/u{index}.done
+      bucket_off.npy, bucket_members.npy            all buckets (greedy)
+      first_round.npy             all candidate pairs (components)
+    select/                       written by select; read by assign
+      accepted.npy, scores.npy    the accepted pairs and their similarity
+      best.npy, rep_kept.npy, rep_dup.npy, rep_sim.npy   (greedy)
+      batches/c{call}/b{i}.npy    one batch of scores (disk store; + .done)
+    assign/                       written by assign; read by the outputs
+      cluster.npy, kept.npy, duplicate_of.npy, similarity.npy,
+      pair_a.npy, pair_b.npy, pair_similarity.npy, pair_exact.npy
+      batches/c{call}/b{i}.npy    assign's own batches of scores (+ .done)
+    hash{seed}/                   written by hash; read by vocab, windows, cut
+      {chunk}/                    wh.npy, ws.npy (windows' hashes and first
+                                  units, sorted), vh.npy, vocab.arrow (the
+                                  vocabulary, sorted), uh.npy, units.npy
+      uh.npy                      every unit's hash, chunks end to end
+      doc_units.npy               each document's first unit
+    vocab{seed}/{parts}/p{p}.done whether a hash range has two units with one
+                                  hash: vocab
+    windows{seed}/{parts}/p{p}/   written by windows; read by cut
+      rm_start.npy, rm_first.npy  removed windows and their first occurrence
+    cut{seed}/{parts}/{chunk}/    written by cut; read by the outputs
+      text.arrow, units.npy, removed.npy, span_doc.npy, span_start.npy,
+      span_end.npy, span_first.npy
+    stage/                        the stage markers
+      {stage}.done                read, exact, signatures, buckets, select,
+                                  assign; hash{seed} (a stage's marker also
+                                  lists the files of its units later stages read)
+
+Numbers in names are zero-padded to a fixed width (``p00003``,
+``r000000000512``) so that names sort in order.
+"""
+from __future__ import annotations
+
+#: The lock file at the top of a disk store.
+LOCK = ".lock"
+#: What a unit's marker adds to its name.
+MARKER = ".done"
+
+# -- folders ---------------------------------------------------------------------
+
+INPUT = "input"
+READ = "read"
+EXACT = "exact"
+SIGNATURES = "signatures"
+BUCKETS = "buckets"
+SELECT = "select"
+ASSIGN = "assign"
+STAGE = "stage"
+HASH = "hash"
+VOCAB = "vocab"
+WINDOWS = "windows"
+CUT = "cut"
+
+#: The folders of a work directory, by their names as written.
+FOLDERS = (INPUT, READ, EXACT, SIGNATURES, BUCKETS, SELECT, ASSIGN, STAGE)
+#: Folders written once per seed of the unit hashes: ``NAME{seed}``.
+SEEDED = (HASH, VOCAB, WINDOWS, CUT)
+#: The folders each runner's stages write (besides ``input``).
+NEAR_DUPLICATE_FOLDERS = (READ, EXACT, SIGNATURES, BUCKETS, SELECT, ASSIGN, STAGE)
+SUBSTRING_FOLDERS = (READ, STAGE) + SEEDED
+
+
+def file(unit: str, name: str) -> str:
+    """File ``name`` of a unit: in the unit's folder (``text.arrow``), or,
+    when ``name`` starts with a dot (``.keys.npy``), beside its marker."""
+    return unit + name if name.startswith(".") else f"{unit}/{name}"
+
+
+def files(unit: str, names) -> list[str]:
+    """The files ``names`` of a unit (:func:`file`), in order."""
+    return [file(unit, n) for n in names]
+
+
+def stage(name: str) -> str:
+    """The unit whose marker says stage ``name`` is complete."""
+    return f"{STAGE}/{name}"
+
+
+# -- input ----------------------------------------------------------------------
+
+#: The texts of a library call over an array, read by the ``read`` stage.
+INPUT_TEXTS = f"{INPUT}/texts"
+
+# -- read -------------------------------------------------------------------------
+
+TEXT = "text.arrow"
+LOC = "loc.npy"
+IDS = "ids.arrow"
+IDFP = "idfp.npy"
+FP = "fp.npy"
+ACTIVE = "active.npy"
+LENGTHS = "lengths.npy"
+
+
+def chunk_key(file_index: int, k: int) -> str:
+    """The key of chunk ``k`` of input ``file_index`` (the read plan,
+    :func:`gpu_dedup.io.plan.plan_reads`, names whole units the same way)."""
+    return f"f{file_index:05d}c{k:06d}"
+
+
+def chunk(key: str) -> str:
+    """The read unit of the chunk ``key``: its folder, and its marker's name."""
+    return f"{READ}/{key}"
+
+
+def chunk_file(key: str, name: str) -> str:
+    """File ``name`` (``TEXT``, ``LOC``, ...) of the chunk ``key``."""
+    return file(chunk(key), name)
+
+
+# -- exact --------------------------------------------------------------------------
+
+#: The arrays of an exact partition and of the whole stage, ``NAME.npy``.
+EXACT_ARRAYS = ("reps", "members", "member_rep")
+
+
+def exact_part(parts: int, p: int) -> str:
+    """The unit of partition ``p`` of ``parts`` of the fingerprint space."""
+    return f"{EXACT}/{parts}/p{p:05d}"
+
+
+def exact(name: str) -> str:
+    """The stage's array ``name`` (of :data:`EXACT_ARRAYS`)."""
+    return f"{EXACT}/{name}.npy"
+
+
+# -- signatures ---------------------------------------------------------------------
+
+#: Files beside a signature block's marker: band keys, signatures.
+KEYS = ".keys.npy"
+SIGS = ".sig.npy"
+
+
+def block_key(r0: int) -> str:
+    """The key of the block of representatives starting at ``r0``."""
+    return f"r{r0:012d}"
+
+
+def signature_block(key: str) -> str:
+    """The unit of the signature block ``key``."""
+    return f"{SIGNATURES}/{key}"
+
+
+def signature_file(key: str, name: str) -> str:
+    """File ``name`` (``KEYS``, ``SIGS``) of the signature block ``key``."""
+    return file(signature_block(key), name)
+
+
+# -- buckets ------------------------------------------------------------------------
+
+#: Files beside a bucket unit's marker: its buckets' offsets and members
+#: (greedy selection), or its candidate pairs (components).
+OFF = ".off.npy"
+MEMBERS = ".members.npy"
+EDGES = ".npy"
+
+BUCKET_OFF = f"{BUCKETS}/bucket_off.npy"
+BUCKET_MEMBERS = f"{BUCKETS}/bucket_members.npy"
+FIRST_ROUND = f"{BUCKETS}/first_round.npy"
+
+
+def bucket_layout(parts: int, bands_per_unit: int) -> str:
+    """The folder name of a layout of bucket units: ``parts`` partitions of
+    the key space, ``bands_per_unit`` bands a unit."""
+    return f"p{parts}g{bands_per_unit}"
+
+
+def bucket_unit(layout: str, index: int) -> str:
+    """Bucket unit ``index`` of ``layout`` (:func:`bucket_layout`)."""
+    return f"{BUCKETS}/{layout}/u{index:05d}"
+
+
+# -- select and assign --------------------------------------------------------------
+
+#: The select stage's arrays, ``NAME.npy``: of both ways of clustering,
+#: and of greedy selection only.
+SELECTED = ("accepted", "scores")
+SELECTED_GREEDY = SELECTED + ("best", "rep_kept", "rep_dup", "rep_sim")
+#: The per-document and per-pair result arrays of the assign stage.
+FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
+         "pair_similarity", "pair_exact")
+#: Where each stage that scores pairs keeps its batches of scores.
+SELECT_BATCHES = f"{SELECT}/batches"
+ASSIGN_BATCHES = f"{ASSIGN}/batches"
+#: The file beside a batch's marker: its scores.
+BATCH = ".npy"
+
+
+def selected(name: str) -> str:
+    """The select stage's array ``name`` (of :data:`SELECTED_GREEDY`)."""
+    return f"{SELECT}/{name}.npy"
+
+
+def final(name: str) -> str:
+    """The assign stage's array ``name`` (of :data:`FINAL`)."""
+    return f"{ASSIGN}/{name}.npy"
+
+
+def score_batch(prefix: str, call: int, i: int) -> str:
+    """The unit of batch ``i`` of call ``call`` of a scorer whose batches
+    live under ``prefix`` (:data:`SELECT_BATCHES`, :data:`ASSIGN_BATCHES`)."""
+    return f"{prefix}/c{call:03d}/b{i:06d}"
+
+
+# -- the substring stages -----------------------------------------------------------
+
+#: What a chunk's ``hash`` unit writes.
+HASH_FILES = ("wh.npy", "ws.npy", "vh.npy", "vocab.arrow", "uh.npy", "units.npy")
+#: What the ``hash`` stage writes over every chunk.
+UNIT_HASHES = "uh.npy"
+DOC_UNITS = "doc_units.npy"
+#: What a ``windows`` unit writes.
+WINDOWS_FILES = ("rm_start.npy", "rm_first.npy")
+#: What a chunk's ``cut`` unit writes.
+CUT_FILES = ("text.arrow", "units.npy", "removed.npy", "span_doc.npy", "span_start.npy",
+             "span_end.npy", "span_first.npy")
+
+
+def seeded(folder: str, seed: int) -> str:
+    """The folder of a substring stage (of :data:`SEEDED`) for ``seed``; also
+    the name of the ``hash`` stage's marker (:func:`stage`)."""
+    return f"{folder}{seed}"
+
+
+def hash_file(seed: int, name: str) -> str:
+    """What the ``hash`` stage writes over every chunk (``UNIT_HASHES``,
+    ``DOC_UNITS``)."""
+    return f"{seeded(HASH, seed)}/{name}"
+
+
+def hash_chunk(seed: int, key: str) -> str:
+    """The ``hash`` unit of the chunk ``key``."""
+    return f"{seeded(HASH, seed)}/{key}"
+
+
+def vocab_part(seed: int, parts: int, p: int) -> str:
+    """The ``vocab`` unit of hash range ``p`` of ``parts`` (a marker only)."""
+    return f"{seeded(VOCAB, seed)}/{parts}/p{p:05d}"
+
+
+def windows_part(seed: int, parts: int, p: int) -> str:
+    """The ``windows`` unit of hash range ``p`` of ``parts``."""
+    return f"{seeded(WINDOWS, seed)}/{parts}/p{p:05d}"
+
+
+def cut_chunk(seed: int, parts: int, key: str) -> str:
+    """The ``cut`` unit of the chunk ``key``, after ``parts`` window ranges."""
+    return f"{seeded(CUT, seed)}/{parts}/{key}"
