@@ -1,11 +1,12 @@
 """One run's machinery: its plan, store, executor and memory monitor.
 
 Every command that runs the engine over files (``run``, ``substr``, through
-:func:`gpu_dedup.shell.run_files`) opens a :func:`session`: the executor the scheduler names, the plan from the budget
-and the measured inputs, the store the plan chooses (memory, or a work
-directory on disk named by what determines its contents, so that a rerun
-resumes it), and a peak-memory monitor. On success the work directory is
-removed (unless kept); on failure it stays for the rerun.
+:func:`gpu_dedup.shell.run_files`) opens a :func:`session`: the executor the
+scheduler names, the plan from the budget and the measured inputs, the store
+the plan chooses (memory, or a work directory on disk named by what
+determines its contents, so that a rerun resumes it), and a peak-memory
+monitor. On success the work directory is removed (unless kept); on failure
+it stays for the rerun.
 """
 from __future__ import annotations
 
