@@ -63,7 +63,8 @@ def _link_new(tmp: str, path: str) -> None:
     os.remove(tmp)
 
 
-def write_atomic(path: str, write, *, durable: bool = False, overwrite: bool = True):
+def write_atomic(path: str, write, *, durable: bool = False, overwrite: bool = True,
+                 tmp: str | None = None):
     """Call ``write(tmp)`` to write the file's content to the temporary name,
     then rename it to ``path``; returns what ``write`` returns.
 
@@ -72,8 +73,10 @@ def write_atomic(path: str, write, *, durable: bool = False, overwrite: bool = T
             (what must survive a crash of the machine, such as an index).
         overwrite: False never replaces an existing ``path``: FileExistsError,
             and the existing file stays.
+        tmp: the temporary name, when not :func:`tmp_path` (a folder that a
+            cleanup empties; on the filesystem of ``path``).
     """
-    tmp = tmp_path(path)
+    tmp = tmp_path(path) if tmp is None else tmp
     try:
         result = write(tmp)
         if durable:

@@ -12,6 +12,7 @@ import contextlib
 
 import numpy as np
 
+from .arrays import to_host
 from .backend_probe import device_summary
 from .errors import DeviceError
 from .memory import parse_memory
@@ -113,11 +114,8 @@ class DeviceArrays:
         with cupy.cuda.using_allocator(malloc):
             yield
 
-    def to_host(self, x):
-        if isinstance(x, np.ndarray):
-            return x
-        get = getattr(x, "get", None)
-        return get() if callable(get) else np.asarray(x)
+    #: ``x`` as a NumPy array.
+    to_host = staticmethod(to_host)
 
     def _dev(self, x):
         return self.xp.ascontiguousarray(self.xp.asarray(x))

@@ -50,6 +50,7 @@ import stat
 import tempfile
 import time
 
+from .atomic import write_bytes
 from .errors import ConfigError, DedupError, InputError
 from .manifest import (LEGACY_MANIFEST, LOCK_NAME, MANIFEST_NAME, OWN_FILES, PENDING_NAME,
                        STAGING_PREFIX, Output, complete, dead_here, host, parents,
@@ -276,12 +277,9 @@ class LocalOutput(Output):
         os.rename(src, dst)
 
     def _put(self, name: str, data: bytes) -> None:
-        dst = os.path.join(self.target, name)
         old = self._read(name)
-        tmp = os.path.join(self._trash, name + ".new")
-        with open(tmp, "wb") as f:
-            f.write(data)
-        os.replace(tmp, dst)
+        write_bytes(os.path.join(self.target, name), data,
+                    tmp=os.path.join(self._trash, name + ".new"))
         self._undo.append(("put", name, old))
 
     def _drop_manifest(self) -> None:

@@ -17,11 +17,11 @@ Example:
 from __future__ import annotations
 
 import os
-import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
+from .atomic import write_atomic
 from .errors import ConfigError, DedupError
 from .params import (DEFAULT_FN_WEIGHT, DEFAULT_FP_WEIGHT, BandChoice, check_num_perm,
                      choose_bands_rows, collision_probability, evaluate)
@@ -125,44 +125,16 @@ def plot(t: TuneTable, path: str, overwrite: bool = False) -> None:
         import matplotlib.pyplot as plt
     except ImportError as exc:
         raise DedupError("tune --plot needs matplotlib: pip install matplotlib") from exc
-    folder = os.path.dirname(os.path.abspath(path))
+    fig = _figure(t, plt)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".gpu-dedup-plot-", suffix=".png", dir=folder)
-        os.close(fd)
-    except OSError as exc:
-        raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
-    fig = None
-    try:
-        fig = _figure(t, plt)
-        fig.savefig(tmp, format="png")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        _publish(tmp, path, overwrite)
-    except OSError as exc:
-        raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
-    finally:
-        if fig is not None:
-            plt.close(fig)
-        if os.path.lexists(tmp):
-            os.unlink(tmp)
-
-
-def _publish(tmp: str, path: str, overwrite: bool) -> None:
-    """Rename ``tmp`` to ``path``; without ``overwrite``, never over a file."""
-    if overwrite:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)                 # fails if path exists, whatever happened since
+        write_atomic(path, lambda tmp: fig.savefig(tmp, format="png"), overwrite=overwrite)
     except FileExistsError:
         raise DedupError(f"{path}: already exists; pass --overwrite to replace it, or choose "
                          f"another --plot file") from None
-    except OSError:                        # no hard links here: check, then rename
-        if os.path.lexists(path):
-            raise DedupError(f"{path}: already exists; pass --overwrite to replace it") \
-                from None
-        os.replace(tmp, path)
+    except OSError as exc:
+        raise DedupError(f"{path}: cannot write the plot: {exc.strerror or exc}") from exc
+    finally:
+        plt.close(fig)
 
 
 def _figure(t: TuneTable, plt):

@@ -13,7 +13,6 @@ does. Outputs: ``overlap.parquet`` (``id``, ``match_id``, ``similarity``,
 """
 from __future__ import annotations
 
-import html
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..html_page import esc, page, table_css, write_page
 from .keys import keys_of
 from .store import BadIndex, Index
 from .windows import QUERY_STRIDE, window_keys
@@ -75,7 +75,7 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
     from ..errors import ConfigError
     from ..io.sources import expand_inputs, read_corpus
     from ..output import OutputDir
-    from ..pipeline import choose_backend
+    from ..shell import choose_backend
     from ..stages.normalize import text_buffers
     t0 = time.perf_counter()
     idx = Index(index)
@@ -182,26 +182,21 @@ def _html(path: str, report: dict, table: pa.Table, texts, found, match_pos) -> 
     ftext = found.column("text")
 
     def cut(x: str) -> str:
-        return html.escape(x if len(x) <= 400 else x[:400] + " …")
+        return esc(x if len(x) <= 400 else x[:400] + " …")
     for i in flagged[:2000].tolist():
-        rows.append(f"<tr><td>{html.escape(str(ids[i]))}</td><td>{kinds[i]}</td>"
-                    f"<td>{sims[i].as_py():.3f}</td><td>{html.escape(str(mids[i]))}</td>"
+        rows.append(f"<tr><td>{esc(ids[i])}</td><td>{esc(kinds[i])}</td>"
+                    f"<td>{sims[i].as_py():.3f}</td><td>{esc(mids[i])}</td>"
                     f"<td><pre>{cut(texts[i].as_py())}</pre></td>"
                     f"<td><pre>{cut(ftext[int(match_pos[i])].as_py())}</pre></td></tr>")
     more = (f"<p>{len(flagged) - 2000:,} more flagged items are in overlap.parquet.</p>"
             if len(flagged) > 2000 else "")
-    doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>gpu-dedup overlap</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}
-td,th{{border:1px solid #ccc;padding:4px;vertical-align:top}}pre{{white-space:pre-wrap;
-max-width:40em;margin:0}}</style></head><body>
+    body = f"""
 <h1>Contamination report</h1>
-<p>{s['items']:,} evaluation items against the index {html.escape(report['index']['index'])}
+<p>{s['items']:,} evaluation items against the index {esc(report['index']['index'])}
 ({report['index']['docs']:,} documents): <b>{s['flagged']:,} flagged</b>
 ({s['near_duplicate']:,} near-duplicates, {s['contained']:,} contained in a longer
 document) at threshold {s['threshold']:g}.</p>
 <table><tr><th>item</th><th>kind</th><th>similarity</th><th>training match</th>
 <th>item text</th><th>match text</th></tr>
-{''.join(rows)}</table>{more}</body></html>
-"""
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(doc)
+{''.join(rows)}</table>{more}"""
+    write_page(path, page("gpu-dedup overlap", body, table_css(40)))
