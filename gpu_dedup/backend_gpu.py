@@ -168,12 +168,12 @@ class GpuBackend(DeviceArrays):
 
     def normalize_counted(self, texts, steps):
         """``(normalized, on_host)``: ASCII documents normalized on the device
-        (``kernels.hashing.ascii_normalize_doc``), the ``on_host`` others on the
+        (``kernels.text.ascii_normalize_doc``), the ``on_host`` others on the
         host (:func:`gpu_dedup.stages.normalize.normalize_text`).
         Bit-identical to the CPU backend's."""
         import pyarrow as pa
 
-        from .kernels.hashing import STEP_CODES
+        from .kernels.text import STEP_CODES
         from .stages.normalize import normalize_text, text_buffers
         steps = tuple(steps)
         if not steps or len(texts) == 0:

@@ -71,7 +71,7 @@ def text_hash128(xp, offsets, data):
 def ascii_normalize(xp, offsets, data, steps):
     """``(out, lengths)``: each ASCII document normalized in ``out`` at its own
     offset, its length in ``lengths`` (-1: not ASCII, left to the host);
-    ``kernels.hashing.ascii_normalize_doc`` per document."""
+    ``kernels.text.ascii_normalize_doc`` per document."""
     n = offsets.shape[0] - 1
     out = xp.empty(max(int(data.shape[0]), 1), dtype=xp.uint8)
     lengths = xp.empty(n, dtype=xp.int64)

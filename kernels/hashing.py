@@ -41,9 +41,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-# defined in kernels.text; importable from here as before
-from .text import STEP_CODES, ascii_normalize_doc  # noqa: F401
-
 U64 = np.uint64
 
 PRIME64_1 = U64(0x9E3779B185EBCA87)

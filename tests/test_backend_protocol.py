@@ -19,7 +19,7 @@ from gpu_dedup.backend import MAX_DOCUMENTS, Backend, CpuBackend, DeviceMemory, 
 from gpu_dedup.backend_gpu import (segment_buckets_sorted, segment_edges_frame,
                                    segment_edges_sorted)
 from gpu_dedup.errors import ConfigError
-from gpu_dedup.kernels import cpu
+from gpu_dedup.kernels import buckets as bucket_kernels
 from gpu_dedup.stages.components import scipy_components
 from gpu_dedup.stages.lsh import distinct_buckets
 
@@ -107,7 +107,7 @@ SEGMENT_CASES = [
 def test_segment_edges_sorted_equals_cpu_kernel(label, sizes, buckets, explicit):
     for seed in range(3):
         keys, docs, seg = _segments(seed, sizes, buckets, explicit)
-        want = cpu.segment_bucket_edges(keys, docs, seg)
+        want = bucket_kernels.segment_bucket_edges(keys, docs, seg)
         got = segment_edges_sorted(np, keys, docs, seg)
         assert got.dtype == np.uint64
         np.testing.assert_array_equal(got, want)
@@ -128,8 +128,8 @@ def test_segment_edges_follow_the_anchor_and_chain_rule():
     # not cross the boundary, and the edge (1, 3) of both segments is one edge
     seg2 = np.array([0, 4, 8], dtype=np.int64)
     got2 = segment_edges_sorted(np, keys, np.zeros(0, np.int64), seg2)
-    np.testing.assert_array_equal(got2, cpu.segment_bucket_edges(keys, np.zeros(0, np.int64),
-                                                                  seg2))
+    np.testing.assert_array_equal(
+        got2, bucket_kernels.segment_bucket_edges(keys, np.zeros(0, np.int64), seg2))
     pairs2 = {(int(e >> np.uint64(32)), int(e & np.uint64(0xFFFFFFFF))) for e in got2}
     assert got2.size == 2 and pairs2 == {(0, 2), (1, 3)}
 
@@ -141,7 +141,7 @@ def test_band_major_segments_equal_bucket_edges_of_the_matrix(seed):
     keys = (rng.integers(0, 30, size=(n, b)).astype(np.uint64)
             * np.uint64(0xC2B2AE3D27D4EB4F))
     active = rng.random(n) > 0.15
-    want = cpu.bucket_edges(keys, active)
+    want = bucket_kernels.bucket_edges(keys, active)
     assert want.size > 100
     docs = np.flatnonzero(active).astype(np.int64)
     flat = np.ascontiguousarray(keys[docs].T).reshape(-1)
@@ -152,7 +152,7 @@ def test_band_major_segments_equal_bucket_edges_of_the_matrix(seed):
     full = np.ascontiguousarray(keys.T).reshape(-1)
     seg = np.arange(b + 1, dtype=np.int64) * n
     np.testing.assert_array_equal(segment_edges_sorted(np, full, np.zeros(0, np.int64), seg),
-                                  cpu.bucket_edges(keys, np.ones(n, dtype=bool)))
+                                  bucket_kernels.bucket_edges(keys, np.ones(n, dtype=bool)))
     np.testing.assert_array_equal(CpuBackend().segment_bucket_edges(full, np.zeros(0, np.int64),
                                                                     seg),
                                   CpuBackend().bucket_edges(keys))
@@ -163,7 +163,7 @@ def test_segment_edges_frame_equals_cpu_with_pandas():
     for explicit in (False, True):
         keys, docs, seg = _segments(5, [200, 0, 300, 150], 15, explicit)
         np.testing.assert_array_equal(segment_edges_frame(pd, np, keys, docs, seg),
-                                      cpu.segment_bucket_edges(keys, docs, seg))
+                                      bucket_kernels.segment_bucket_edges(keys, docs, seg))
 
 
 @pytest.mark.parametrize("keys,docs,seg,match", [
@@ -265,7 +265,7 @@ SIM_SCRIPT = textwrap.dedent(r'''
     import numpy as np
     from gpu_dedup.backend import Backend, CpuBackend, DeviceMemory
     from gpu_dedup.backend_gpu import GpuBackend, SEGMENT_BYTES_PER_KEY
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import buckets as bucket_kernels
 
     out = {}
     be = GpuBackend(xp=np)
@@ -282,7 +282,7 @@ SIM_SCRIPT = textwrap.dedent(r'''
     # a budget whose batch share holds about 300 keys: several groups of segments
     small = GpuBackend(gpu_memory=int(300 * SEGMENT_BYTES_PER_KEY / 0.2), xp=np)
     for label, d in (("positions", np.zeros(0, np.int64)), ("documents", docs)):
-        want = cpu.segment_bucket_edges(keys, d, seg)
+        want = bucket_kernels.segment_bucket_edges(keys, d, seg)
         for name, b in (("whole", be), ("grouped", small)):
             got = b.to_host(b.segment_bucket_edges(keys, d, seg))
             out[f"segments {label} {name}"] = bool(got.dtype == np.uint64
@@ -309,7 +309,7 @@ def test_gpu_backend_implements_the_protocol_under_the_simulator():
 @pytest.mark.parametrize("explicit", [False, True])
 def test_segment_buckets_sorted_equals_cpu_kernel(sizes, explicit):
     keys, docs, seg = _segments(3, sizes, buckets=6, explicit=explicit)
-    off, members = cpu.segment_buckets(keys, docs, seg)
+    off, members = bucket_kernels.segment_buckets(keys, docs, seg)
     got_off, got_members = segment_buckets_sorted(np, keys, docs, seg)
     np.testing.assert_array_equal(got_off, off)
     np.testing.assert_array_equal(got_members, members)

@@ -44,7 +44,7 @@ SIM_CHECKS = textwrap.dedent(r'''
     from gpu_dedup import Config, deduplicate
     from gpu_dedup.backend import CpuBackend
     from gpu_dedup.backend_gpu import GpuBackend, bucket_edges_sorted
-    from gpu_dedup.kernels import cpu, cuda as kc, cuda_kernels as kk, hashing
+    from gpu_dedup.kernels import buckets, cpu, cuda as kc, cuda_kernels as kk, hashing
     from gpu_dedup.stages.normalize import text_buffers
     from gpu_dedup.stages.signatures import hash_params
 
@@ -102,7 +102,7 @@ SIM_CHECKS = textwrap.dedent(r'''
         check(f"band_keys {tag}", keys, ckeys)
         active = cpu.has_shingles(off, data, word)
         check(f"bucket_edges {tag}", bucket_edges_sorted(np, keys, active),
-              cpu.bucket_edges(ckeys, active))
+              buckets.bucket_edges(ckeys, active))
         ia = np.array([0, 5, 6, 7, 9, 12, 13, 14, 3], np.int64)
         ib = np.array([1, 6, 7, 8, 10, 13, 15, 16, 3], np.int64)
         check(f"signature_agreement {tag}", kc.signature_agreement(np, sig, ia, ib),
@@ -242,13 +242,13 @@ def _colliding_keys(seed, n=400, bands=6):
 @pytest.mark.parametrize("xp", _array_modules())
 @pytest.mark.parametrize("seed", [0, 1])
 def test_bucket_edges_sorted_equals_cpu(xp, seed):
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import buckets
     if xp == "cupy":
         import cupy as xp
     keys, active = _colliding_keys(seed)
     got = bucket_edges_sorted(xp, xp.asarray(keys), xp.asarray(active))
     got = got.get() if hasattr(got, "get") and not isinstance(got, np.ndarray) else got
-    want = cpu.bucket_edges(keys, active)
+    want = buckets.bucket_edges(keys, active)
     assert want.size > 100
     assert got.dtype == np.uint64
     np.testing.assert_array_equal(got, want)
@@ -256,10 +256,10 @@ def test_bucket_edges_sorted_equals_cpu(xp, seed):
 
 def test_bucket_edges_frame_equals_cpu_with_pandas():
     pd = pytest.importorskip("pandas", reason="pandas runs the cuDF grouping code on the host")
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import buckets
     keys, active = _colliding_keys(3)
     np.testing.assert_array_equal(bucket_edges_frame(pd, np, keys, active),
-                                  cpu.bucket_edges(keys, active))
+                                  buckets.bucket_edges(keys, active))
 
 
 def test_bucket_edges_with_fewer_than_two_active_documents():
@@ -326,28 +326,27 @@ def test_probe_turns_a_cuda_error_into_a_reason(fresh_probe, monkeypatch):
     assert why == "no usable CUDA driver or device (_CudaRuntimeError: no driver found)"
 
 
-def test_probe_turns_a_failing_test_kernel_into_a_reason(fresh_probe, monkeypatch):
+def _test_kernel_raises(bp, monkeypatch, exc):
+    """A device and Numba's CUDA target are there; the probe's test kernel raises ``exc``."""
     from numba import cuda
-    from numba.cuda.cudadrv.error import CudaDriverError
     monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
     monkeypatch.setattr(cuda, "is_available", lambda: True)
 
     def smoke():
-        raise CudaDriverError("CUDA_ERROR_NO_BINARY_FOR_GPU")
-    monkeypatch.setattr(fresh_probe, "_smoke_test", smoke)
+        raise exc
+    monkeypatch.setattr(bp, "_smoke_test", smoke)
+
+
+def test_probe_turns_a_failing_test_kernel_into_a_reason(fresh_probe, monkeypatch):
+    from numba.cuda.cudadrv.error import CudaDriverError
+    _test_kernel_raises(fresh_probe, monkeypatch, CudaDriverError("CUDA_ERROR_NO_BINARY_FOR_GPU"))
     ok, why = fresh_probe.probe()
     assert (ok, why) == (False, "a test kernel failed (CudaDriverError: "
                                 "CUDA_ERROR_NO_BINARY_FOR_GPU)")
 
 
 def test_probe_lets_a_bug_through(fresh_probe, monkeypatch):
-    from numba import cuda
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy(1))
-    monkeypatch.setattr(cuda, "is_available", lambda: True)
-
-    def smoke():
-        raise KeyError("a bug, not a missing GPU")
-    monkeypatch.setattr(fresh_probe, "_smoke_test", smoke)
+    _test_kernel_raises(fresh_probe, monkeypatch, KeyError("a bug, not a missing GPU"))
     with pytest.raises(KeyError):
         fresh_probe.probe()
 

@@ -7,7 +7,7 @@ import pytest
 import xxhash
 
 from gpu_dedup import reference as ref
-from gpu_dedup.kernels import cpu, hashing, text
+from gpu_dedup.kernels import buckets, cpu, hashing, text
 from gpu_dedup.stages.normalize import text_buffers
 from gpu_dedup.stages.signatures import hash_params
 
@@ -140,7 +140,7 @@ def test_anchor_edges_match_reference():
     rng = np.random.default_rng(1)
     keys = rng.integers(0, 4, size=(200, 5)).astype(np.uint64)   # many collisions
     active = rng.random(200) > 0.1
-    packed = cpu.bucket_edges(keys, active)
+    packed = buckets.bucket_edges(keys, active)
     got = {(int(p >> np.uint64(32)), int(p & np.uint64(0xFFFFFFFF))) for p in packed}
     assert got == ref.anchor_edges([keys[:, j].tolist() for j in range(5)], active.tolist())
     assert list(packed) == sorted(packed)
