@@ -45,6 +45,15 @@ def _fail(message: str, debug: bool = False, code: int = 2):
     sys.exit(code)
 
 
+def _fail_environment(exc: OSError, debug: bool):
+    """:func:`_fail` for an environment error (stdout silenced on a closed pipe), else raise."""
+    if not is_environment_error(exc):
+        raise exc
+    if isinstance(exc, BrokenPipeError):
+        quiet_stdout()
+    _fail(environment_message(exc), debug)
+
+
 def _json(obj) -> str:
     """``--json`` output: credentials masked, names printable."""
     return json.dumps(clean_tree(obj))
@@ -69,13 +78,8 @@ class _Group(click.Group):
             _fail(usage_message(exc), debug)
         except click.exceptions.Abort:
             _fail("interrupted", debug, code=130)
-        except OSError as exc:
-            # a write to stdout that failed after the command (the flush)
-            if not is_environment_error(exc):
-                raise
-            if isinstance(exc, BrokenPipeError):
-                quiet_stdout()
-            _fail(environment_message(exc), debug)
+        except OSError as exc:      # a write to stdout that failed after the command (the flush)
+            _fail_environment(exc, debug)
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx):
@@ -85,11 +89,7 @@ class _Group(click.Group):
         except DedupError as exc:
             _fail(str(exc), debug)
         except OSError as exc:
-            if not is_environment_error(exc):
-                raise
-            if isinstance(exc, BrokenPipeError):
-                quiet_stdout()
-            _fail(environment_message(exc), debug)
+            _fail_environment(exc, debug)
 
 
 @click.group(cls=_Group, context_settings=CONTEXT)

@@ -148,6 +148,24 @@ def _slot_hash(data, p, end, n, first, ascii):
 
 
 @cuda.jit(device=True)
+def _start_document(data, start, end, n, tid, irregular, t, first):
+    """What the block-per-document character kernels do first for document
+    ``t`` (``data[start:end]``), every thread of the block together: flag it
+    in ``irregular`` when its UTF-8 is not well formed, else let thread 0 put
+    its first shingle's hash in ``first[0]``. Returns ``(regular, ascii)``;
+    ``first[0]`` is read after the block's next ``syncthreads``."""
+    bad = _irregular(data, start, end, tid)
+    if cuda.syncthreads_or(bad & 1):
+        if tid == 0:
+            irregular[t] = 1
+        return False, False
+    ascii = not cuda.syncthreads_or(bad & 2)
+    if tid == 0:
+        first[0] = _first_hash(data, start, end, n)
+    return True, ascii
+
+
+@cuda.jit(device=True)
 def _minima(sh, length, a, b, out, t, shift):
     """Fold ``sh[:length]`` into row ``t`` of the signature matrix ``out``,
     a share of its permutations per thread of the block: thread ``tid`` takes
@@ -180,14 +198,9 @@ def minhash_char_kernel(offsets, data, docs, n, a, b, shift, out, counts, irregu
         end = offsets[i + 1]
         if tid == 0:
             total[0] = 0
-        bad = _irregular(data, start, end, tid)
-        if cuda.syncthreads_or(bad & 1):
-            if tid == 0:
-                irregular[t] = 1
+        regular, ascii = _start_document(data, start, end, n, tid, irregular, t, first)
+        if not regular:
             continue
-        ascii = not cuda.syncthreads_or(bad & 2)
-        if tid == 0:
-            first[0] = _first_hash(data, start, end, n)
         for k in range(tid, K, THREADS):
             out[t, k] = ones
         cuda.syncthreads()
@@ -279,14 +292,9 @@ def char_slots_kernel(offsets, data, docs, n, slot_off, slots, irregular):
         i = docs[t]
         start = offsets[i]
         end = offsets[i + 1]
-        bad = _irregular(data, start, end, tid)
-        if cuda.syncthreads_or(bad & 1):
-            if tid == 0:
-                irregular[t] = 1
+        regular, ascii = _start_document(data, start, end, n, tid, irregular, t, first)
+        if not regular:
             continue
-        ascii = not cuda.syncthreads_or(bad & 2)
-        if tid == 0:
-            first[0] = _first_hash(data, start, end, n)
         cuda.syncthreads()
         f = first[0]
         base = slot_off[t] - start

@@ -104,6 +104,17 @@ def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, ou
 # -- signatures -----------------------------------------------------------------
 
 @njit(cache=True, inline="always")
+def _group_of_four(a, b, k0, stride):
+    """The permutations folded together in :func:`fold_minima` and
+    :func:`fold_minima_top32`, ``k0 + j * stride`` (``j < 4``): the three
+    indices after ``k0``, then ``a`` and ``b`` of all four."""
+    k1 = k0 + stride
+    k2 = k1 + stride
+    k3 = k2 + stride
+    return k1, k2, k3, a[k0], a[k1], a[k2], a[k3], b[k0], b[k1], b[k2], b[k3]
+
+
+@njit(cache=True, inline="always")
 def fold_minima(hashes, cnt, a, b, row, first, stride):
     """Fold the base hashes ``hashes[:cnt]`` into ``row``:
     ``row[k] = min(row[k], min_s permute(a[k], hashes[s], b[k]))`` for the
@@ -120,17 +131,7 @@ def fold_minima(hashes, cnt, a, b, row, first, stride):
     for g in range(0, K, 4 * stride):
         k0 = g + first
         if k0 + 3 * stride < K:
-            k1 = k0 + stride
-            k2 = k1 + stride
-            k3 = k2 + stride
-            a0 = a[k0]
-            a1 = a[k1]
-            a2 = a[k2]
-            a3 = a[k3]
-            b0 = b[k0]
-            b1 = b[k1]
-            b2 = b[k2]
-            b3 = b[k3]
+            k1, k2, k3, a0, a1, a2, a3, b0, b1, b2, b3 = _group_of_four(a, b, k0, stride)
             m0 = U64(row[k0])
             m1 = U64(row[k1])
             m2 = U64(row[k2])
@@ -201,13 +202,7 @@ def fold_minima_top32(hashes, cnt, a, b, row, first, stride):
     for g in range(0, K, 4 * stride):
         k0 = g + first
         if k0 + 3 * stride < K:
-            k1 = k0 + stride
-            k2 = k1 + stride
-            k3 = k2 + stride
-            a0 = a[k0]
-            a1 = a[k1]
-            a2 = a[k2]
-            a3 = a[k3]
+            k1, k2, k3, a0, a1, a2, a3, b0, b1, b2, b3 = _group_of_four(a, b, k0, stride)
             l0 = np.uint32(a0 & _M32)
             l1 = np.uint32(a1 & _M32)
             l2 = np.uint32(a2 & _M32)
@@ -216,10 +211,6 @@ def fold_minima_top32(hashes, cnt, a, b, row, first, stride):
             h1 = np.uint32(a1 >> _S32)
             h2 = np.uint32(a2 >> _S32)
             h3 = np.uint32(a3 >> _S32)
-            b0 = b[k0]
-            b1 = b[k1]
-            b2 = b[k2]
-            b3 = b[k3]
             m0 = np.uint32(row[k0])
             m1 = np.uint32(row[k1])
             m2 = np.uint32(row[k2])
