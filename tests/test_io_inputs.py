@@ -175,7 +175,7 @@ def test_parquet_string_encodings_read_and_write(tmp_path, kind):
     assert read_piece(u, "text", "id")["texts"].to_pylist() == texts
     dst = tmp_path / "out.parquet"
     kept = np.array([1, 2, 11, 25, 30])
-    assert write_kept_rows(str(src), kept, str(dst)) == 5
+    assert write_kept_rows(str(src), kept, np.ones(kept.size, dtype=bool), str(dst)) == 5
     out = pq.read_table(dst)
     assert out.schema == pq.ParquetFile(src).schema_arrow
     assert out.column("extra").to_pylist() == [str(k - 1) for k in kept]

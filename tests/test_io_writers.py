@@ -109,3 +109,20 @@ def test_take_gives_the_texts_of_ascending_records():
                     lambda i0, i1: pa.array(new[i0:i1], pa.large_string()))
     assert edit.take(np.array([2, 3, 7])).to_pylist() == ["t2", "t3", "t7"]
     assert edit.take(np.zeros(0, np.int64)).to_pylist() == []
+
+
+def test_an_edit_of_a_parquet_shard_with_string_view_columns(tmp_path):
+    recs = {"id": [f"r{i}" for i in range(N)], "text": [f"text number {i}" for i in range(N)]}
+    src = tmp_path / "v.parquet"
+    pq.write_table(pa.table({k: pa.array(v, pa.string_view()) for k, v in recs.items()}), src,
+                   row_group_size=4)
+    new = [t.upper() for t in recs["text"]]
+    edit = TextEdit("text", np.ones(N, bool), lambda i: new[i],
+                    lambda i0, i1: pa.array(new[i0:i1], pa.large_string()))
+    out = tmp_path / "out.parquet"
+    assert write_kept("parquet", str(src), np.arange(1, N + 1), KEEP, str(out),
+                      edit=edit) == int(KEEP.sum())
+    got = pq.read_table(out)
+    assert got.schema == pq.ParquetFile(src).schema_arrow
+    assert got.column("text").to_pylist() == [t for t, k in zip(new, KEEP) if k]
+    assert got.column("id").to_pylist() == [i for i, k in zip(recs["id"], KEEP) if k]

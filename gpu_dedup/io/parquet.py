@@ -256,41 +256,18 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
     return ParquetData(text_arr, id_arr, row_arr, None, skipped, base - row_base)
 
 
-def write_kept_rows(src: str, kept_rows: np.ndarray, dst: str) -> int:
-    """Write the rows numbered ``kept_rows`` (1-based, ascending) of ``src``
-    to ``dst``; returns the number of rows written."""
-    pf = open_parquet(src)
-    comp = compression_of_file(pf)
-    kept_rows = np.asarray(kept_rows, dtype=np.int64)
-    written = 0
-    with _Writer(dst, pf.schema_arrow, comp or "none") as w:
-        base = 0
-        for g in range(pf.metadata.num_row_groups):
-            n = pf.metadata.row_group(g).num_rows
-            lo = int(np.searchsorted(kept_rows, base + 1, side="left"))
-            hi = int(np.searchsorted(kept_rows, base + n, side="right"))
-            if hi > lo:
-                mask = np.zeros(n, dtype=bool)
-                mask[kept_rows[lo:hi] - base - 1] = True
-                t = pf.read_row_group(g)
-                w.write_table(filter_rows(t, pa.array(mask)))
-                written += hi - lo
-            base += n
-    return written
-
-
-def write_edited_rows(src: str, locations: np.ndarray, keep: np.ndarray, texts_of,
-                      text_field: str, dst: str) -> int:
+def write_kept_rows(src: str, locations: np.ndarray, keep: np.ndarray, dst: str,
+                    texts_of=None, text_field: str | None = None) -> int:
     """Write the rows numbered ``locations`` (1-based, ascending) of ``src``
-    whose ``keep`` is set to ``dst``, a row group at a time, with the text
-    column replaced by ``texts_of(i0, i1)`` (the new texts of positions
-    ``i0 .. i1`` of ``locations``). Returns the number of rows written."""
+    whose ``keep`` is set to ``dst``, a row group at a time; with
+    ``texts_of``, the column ``text_field`` replaced by ``texts_of(i0, i1)``
+    (the new texts of positions ``i0 .. i1`` of ``locations``). Returns the
+    number of rows written."""
     pf = open_parquet(src)
     comp = compression_of_file(pf)
     locations = np.asarray(locations, dtype=np.int64)
     keep = np.asarray(keep, dtype=bool)
     schema = pf.schema_arrow
-    col = schema.get_field_index(text_field)
     written = 0
     with _Writer(dst, schema, comp or "none") as w:
         base = 0
@@ -300,9 +277,13 @@ def write_edited_rows(src: str, locations: np.ndarray, keep: np.ndarray, texts_o
             hi = int(np.searchsorted(locations, base + n, side="right"))
             sel = np.flatnonzero(keep[lo:hi])
             if sel.size:
-                t = pf.read_row_group(g).take(pa.array(locations[lo:hi][sel] - base - 1))
-                new = texts_of(lo, hi).take(pa.array(sel))
-                t = t.set_column(col, schema.field(col), new.cast(schema.field(col).type))
+                mask = np.zeros(n, dtype=bool)
+                mask[locations[lo:hi][sel] - base - 1] = True
+                t = filter_rows(pf.read_row_group(g), pa.array(mask))
+                if texts_of is not None:
+                    col = schema.get_field_index(text_field)
+                    new = texts_of(lo, hi).take(pa.array(sel))
+                    t = t.set_column(col, schema.field(col), new.cast(schema.field(col).type))
                 w.write_table(t)
                 written += int(sel.size)
             base += n

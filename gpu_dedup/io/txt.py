@@ -71,26 +71,18 @@ def _output(dst_dir: str, rel: str) -> str:
     return out
 
 
-def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str) -> int:
-    """Copy the kept files to ``dst_dir`` under the same relative paths."""
+def write_kept_files(root: str, files: list[str], keep: np.ndarray, dst_dir: str,
+                     text_of=None) -> int:
+    """Write each kept file ``i`` (``keep[i]`` set) to ``dst_dir`` under its
+    relative path: a copy of ``root``'s file, byte for byte, or with
+    ``text_of``, ``text_of(i)`` as UTF-8. Returns the number written."""
     os.makedirs(dst_dir, exist_ok=True)
-    written = 0
-    for i in np.flatnonzero(keep).tolist():
-        rel = files[i]
-        out = _output(dst_dir, rel)
-        shutil.copyfile(os.path.join(root, rel), out)
-        written += 1
-    return written
-
-
-def write_edited_files(files: list[str], keep: np.ndarray, text_of, dst_dir: str) -> int:
-    """Write ``text_of(i)`` of each kept file ``i`` to ``dst_dir`` under its
-    relative path (UTF-8)."""
-    os.makedirs(dst_dir, exist_ok=True)
-    written = 0
-    for i in np.flatnonzero(keep).tolist():
+    kept = np.flatnonzero(keep).tolist()
+    for i in kept:
         out = _output(dst_dir, files[i])
-        with open(out, "w", encoding="utf-8", newline="") as f:
-            f.write(text_of(i))
-        written += 1
-    return written
+        if text_of is None:
+            shutil.copyfile(os.path.join(root, files[i]), out)
+        else:
+            with open(out, "w", encoding="utf-8", newline="") as f:
+                f.write(text_of(i))
+    return len(kept)

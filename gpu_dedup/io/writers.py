@@ -19,8 +19,8 @@ import pyarrow as pa
 
 from .arrow import datasets_files, write_kept_ipc
 from .jsonl import BLOCK_BYTES, write_edited_lines, write_kept_lines
-from .parquet import write_edited_rows, write_kept_rows
-from .txt import write_edited_files, write_kept_files
+from .parquet import write_kept_rows
+from .txt import write_kept_files
 
 
 @dataclass(frozen=True)
@@ -88,15 +88,13 @@ def write_kept(fmt: str, path: str, locations: np.ndarray, keep: np.ndarray, dst
                                   dst, block_bytes)
     if fmt == "parquet":
         if edit is None:
-            return write_kept_rows(path, locations[keep], dst)
-        return write_edited_rows(path, locations, keep, edit.many, edit.field, dst)
+            return write_kept_rows(path, locations, keep, dst)
+        return write_kept_rows(path, locations, keep, dst, edit.many, edit.field)
     if fmt in ("arrow", "datasets"):
         return write_kept_ipc(path, locations[keep], dst,
                               files=datasets_files(path) if fmt == "datasets" else None,
                               edit=None if edit is None else _ipc_edit(edit, keep))
-    if edit is None:
-        return write_kept_files(path, files, keep, dst)
-    return write_edited_files(files, keep, edit.one, dst)
+    return write_kept_files(path, files, keep, dst, None if edit is None else edit.one)
 
 
 __all__ = ["TextEdit", "write_kept"]
