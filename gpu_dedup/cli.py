@@ -21,7 +21,7 @@ import traceback
 import click
 from click.core import ParameterSource
 
-from . import __version__
+from .version import __version__
 from .cli_tools import check_num_perm_option, demo, doctor, tune
 from .edge import (clean_tree, echo, environment_message, install_log_filter,
                    is_environment_error, one_line, quiet_stdout, remember_secrets,

@@ -39,7 +39,7 @@ log = logging.getLogger("gpu_dedup")
 
 #: The read unit of an array given to a library call.
 ARRAY_UNIT = {"kind": "array", "file": 0, "path": "<array>", "fmt": "array", "files": None,
-              "chunk": 0, "key": layout.chunk_key(0, 0), "order": 0}
+              "chunk": 0, "order": 0}
 
 
 def choose_backend(device: str = "cpu", gpu_memory=None, backend=None) -> tuple[object, str]:

@@ -14,8 +14,6 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-# defined in kernels.buckets; importable from here as before
-from .buckets import bucket_edges, segment_bucket_edges, segment_buckets  # noqa: F401
 from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
 from .primitives import (agreement, band_key, doc_shingle_hashes, fold_minima,
                          jaccard_runs, sorted_unique)

@@ -23,7 +23,7 @@ def test_the_temporary_name_is_the_work_directory_rule(tmp_path):
     assert atomic.TMP_MARK in os.path.basename(t) and atomic.is_tmp(os.path.basename(t))
     assert not atomic.is_tmp("x.npy") and not atomic.is_tmp("notes.tmp")
     # the work directory writes and cleans by this same rule
-    assert store.tmp_path is atomic.tmp_path and store.is_tmp is atomic.is_tmp
+    assert store.write_atomic is atomic.write_atomic and store.is_tmp is atomic.is_tmp
     other = []
     th = threading.Thread(target=lambda: other.append(atomic.tmp_path(p)))
     th.start()

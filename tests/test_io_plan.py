@@ -61,7 +61,7 @@ def test_byte_ranges_cover_the_file_exactly_and_end_at_newlines(tmp_path, chunk)
         # a range ends at the first newline at or past start + chunk - 1
         assert b"\n" not in raw[u["start"] + chunk - 1:u["stop"] - 1]
     assert [u["order"] for u in units] == list(range(len(units)))
-    assert len({u["key"] for u in units}) == len(units)
+    assert len({(u["file"], u["chunk"]) for u in units}) == len(units)
     assert plan_jsonl_ranges(str(p), chunk) == [(u["start"], u["stop"], u["line_base"])
                                                 for u in units]
 

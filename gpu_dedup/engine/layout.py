@@ -133,8 +133,9 @@ LENGTHS = "lengths.npy"
 
 
 def chunk_key(file_index: int, k: int) -> str:
-    """The key of chunk ``k`` of input ``file_index`` (the read plan,
-    :func:`gpu_dedup.io.plan.plan_reads`, names whole units the same way)."""
+    """The key of chunk ``k`` of input ``file_index``: a read unit's chunk
+    (:func:`gpu_dedup.io.plan.plan_reads` numbers them), or one piece of a
+    compressed stream."""
     return f"f{file_index:05d}c{k:06d}"
 
 

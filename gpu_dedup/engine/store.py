@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import xxhash
 
-from ..atomic import is_tmp, tmp_path, write_atomic
+from ..atomic import is_tmp, write_atomic
 from ..digest import file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
@@ -520,16 +520,7 @@ class RemoteStore(DiskStore):
             url = f"{self.url}/{rel}"
             if fs.exists(url):
                 os.makedirs(os.path.dirname(local), exist_ok=True)
-                tmp = tmp_path(local)
-                try:
-                    fs.download(url, tmp)
-                    os.replace(tmp, local)
-                except BaseException:
-                    try:
-                        os.remove(tmp)
-                    except OSError:
-                        pass
-                    raise
+                write_atomic(local, lambda tmp: fs.download(url, tmp))
         return local
 
     def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:

@@ -176,7 +176,8 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
     tf, idf, bad = ctx.text_field, ctx.id_field, ctx.on_bad_record
     try:
         if unit["kind"] != "stream":
-            done = st.done(layout.chunk(unit["key"]))
+            key = layout.chunk_key(unit["file"], unit["chunk"])
+            done = st.done(layout.chunk(key))
             if done is not None:
                 return {"chunks": [done], "reused": 1}
             if unit["kind"] == "array":
@@ -185,8 +186,8 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
                      "invalid": 0, "skipped": [], "compression": None, "path": unit["path"]}
             else:
                 d = read_piece(unit, tf, idf, bad)
-            meta, files = save(ctx, unit, unit["key"], d)
-            st.mark_done(layout.chunk(unit["key"]), meta, files)
+            meta, files = save(ctx, unit, key, d)
+            st.mark_done(layout.chunk(key), meta, files)
             return {"chunks": [meta], "reused": 0}
         # a compressed stream: chunks as they come, skipping completed ones
         metas = []

@@ -99,8 +99,8 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
     into chunks while it is decompressed (``stream``).
 
     Every unit has ``file`` (shard index), ``path``, ``fmt``, ``files`` (the
-    text files of a text shard, else None), ``kind``, ``chunk``, ``key``
-    (``fNNNNNcNNNNNN``) and ``order``; ``bytes`` units add ``start``,
+    text files of a text shard, else None), ``kind``, ``chunk`` (its number
+    in the file) and ``order``; ``bytes`` units add ``start``,
     ``stop`` and ``line_base`` (lines before ``start``), ``rowgroups`` units
     ``row_groups`` and ``row_base`` (rows before them), ``batches`` units
     ``ipc`` (the file), ``batches`` and ``row_base``, ``stream`` units
@@ -150,7 +150,6 @@ def plan_reads(paths: list[str], chunk_bytes: int) -> list[dict]:
                 continue
         units.append({**base, "kind": "whole", "chunk": 0})
     for i, u in enumerate(units):
-        u["key"] = f"f{u['file']:05d}c{u['chunk']:06d}"
         u["order"] = i
         u["bytes"] = _unit_bytes(u)
     return units
