@@ -87,7 +87,8 @@ def digests(folder: str) -> dict:
     out = {}
     for root, _dirs, names in os.walk(folder):
         for n in sorted(names):
-            if n in ("report.json", "report.html") or n.startswith(".gpu-dedup"):
+            # _SUCCESS lists report.json's hash, and report.json has the timings
+            if n in ("report.json", "report.html", "_SUCCESS") or n.startswith(".gpu-dedup"):
                 continue
             p = os.path.join(root, n)
             with open(p, "rb") as f:
@@ -105,7 +106,7 @@ def keys(obj, prefix=""):
     return out
 
 
-SUBSTR_ARGS = ["--unit", "word", "--min-length", "20", "--overwrite", "--quiet", "--no-html"]
+SUBSTR_ARGS = ["--unit", "word", "--min-length", "20", "--overwrite", "--quiet"]
 
 #: Under the simulator: each command through the library, with the CPU
 #: backend and the GPU backend (NumPy arrays, simulated kernels); the
@@ -126,7 +127,8 @@ for dev, be in (("cpu", CpuBackend()), ("simulator", GpuBackend(xp=np))):
     out[dev] = {"device": rep["device"], "files": {}}
     for root, _d, names in os.walk(o):
         for n in sorted(names):
-            if n not in ("report.json", "report.html") and not n.startswith(".gpu-dedup"):
+            if (n not in ("report.json", "report.html", "_SUCCESS")
+                    and not n.startswith(".gpu-dedup")):
                 p = os.path.join(root, n)
                 out[dev]["files"][os.path.relpath(p, o)] = hashlib.sha256(
                     open(p, "rb").read()).hexdigest()
