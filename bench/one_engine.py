@@ -15,8 +15,8 @@ with the checkout ``DIR`` too (e.g. ``git worktree add /tmp/old COMMIT``):
 * ``gpu-dedup substr`` (word windows of 20) over 5,000 of them, in memory,
   out of core, on Dask threads and processes;
 * both commands under Numba's CUDA simulator (the GPU backend's kernels run
-  thread by thread, its array code on NumPy) on 300 of them, beside the
-  CPU backend on the same documents.
+  thread by thread, its array code on NumPy) on 20 of them with 10 edited
+  and 5 exact copies, beside the CPU backend on the same documents.
 
 For each it prints the seconds and the store, whether the outputs
 (clusters.parquet, pairs.parquet, spans.parquet, documents.parquet, data/)
@@ -161,15 +161,17 @@ def matrix(tmp: str, old: str | None) -> None:
     tiny = os.path.join(tmp, "tiny.jsonl")
     texts = corpora.read_texts(spec.path).to_pylist()
     corpora.write_jsonl(small, texts[:5000])
-    corpora.write_jsonl(tiny, texts[:300])
+    # the simulator runs a kernel thread by thread: 20 documents, 10 of them
+    # again with a word added and 5 exactly again
+    corpora.write_jsonl(tiny, texts[:20] + [t + " again" for t in texts[:10]] + texts[:5])
     trees = {"this": ROOT}
     if old:
         trees["old"] = installed(old, tmp)
     say(f"`python bench/one_engine.py --matrix --old OLD`: this tree = {_commit(ROOT)}"
         + (f", OLD = {_commit(old)}" if old else "") + f"; {spec.name}, {spec.docs:,} real "
         f"documents, {spec.bytes / 2**20:.1f} MiB (`substr`: the first 5,000; the simulator: "
-        f"the first 300); `run`: char 5-grams, normalize none, 128 hashes, t = 0.8; `substr`: "
-        f"word windows of 20.")
+        f"the first 20, 10 of them edited, 5 copied); `run`: char 5-grams, normalize none, "
+        f"128 hashes, t = 0.8; `substr`: word windows of 20.")
     say()
     modes = {
         "in memory": [],
