@@ -18,8 +18,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["removals", "speed", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
+ORDER = ["checks", "removals", "speed", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "accuracy"]
 TITLES = {
+    "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed: a million short documents and 58k real ones, beside rensa and datasketch",
     "speed-stages": "Per stage, before and after: `python bench/one_engine.py --speed --old OLD "
@@ -29,7 +30,8 @@ TITLES = {
     "index": "Deduplicating against an index, and contamination: `python bench/index.py`",
     "substr": "Repeated passages: `python bench/substr.py`",
     "storage": "Object storage beside local disk: `python bench/storage.py`",
-    "one-engine": "One engine: every mode, the same bytes; in-memory speed against the previous tree",
+    "one-engine": "One engine: every command and mode, the same bytes as the previous tree, "
+                  "and its speed: `python bench/one_engine.py --matrix --speed --old OLD`",
     "gpu": "One H200: `python bench/gpu_check.py`",
     "comparison-quick": "Side by side: `python bench/run.py --quick`",
     "comparison-full": "Side by side: `python bench/run.py` (full)",
