@@ -21,7 +21,8 @@ What the documents look like:
   change a header ("Posted on DATE by ...") and a footer, as scraped pages do.
 * **Near-duplicate clusters**: 22% of the originals get copies; the number of
   copies is 1 + a heavy-tailed (Pareto, alpha 1.6) draw capped at 200, so most clusters are pairs and
-  a few are large. A copy is derived from the original, or (30%) from the
+  a few are large (``--copies-share``, ``--copies-alpha`` and ``--max-copies``
+  change them: ``bench/scale.py --heavy`` asks for clusters of up to 100,000). A copy is derived from the original, or (30%) from the
   previous copy, which makes chains. 20% of copies are exact; the rest get
   a mix of edits: word substitutions (up to 6% of the words), insertions and
   deletions (up to 3%), changed dates and numbers (as in "trained on
@@ -209,7 +210,7 @@ def _grow(a, need):
 @njit(cache=True)
 def _gen_block(seed, n, mu, sigma, min_words, max_words, cdf, p_numeric, date_lo, n_dates,
                num_lo, n_nums, n_headers, n_footers, p_dup, p_exact, p_chain,
-               p_orig_footer, max_copies):
+               p_orig_footer, max_copies, alpha):
     """Documents of one block, in generation order (originals before their
     copies). Returns tokens (CSR), header and footer ids (-1 none), kind,
     parent (generation index; -1 for originals) and the output permutation."""
@@ -222,7 +223,7 @@ def _gen_block(seed, n, mu, sigma, min_words, max_words, cdf, p_numeric, date_lo
         i += 1
         if np.random.random() < p_dup:
             u = 1.0 - np.random.random()
-            c = 1 + np.int64(min(u ** (-1.0 / 1.6) - 1.0, max_copies - 1))
+            c = 1 + np.int64(min(u ** (-1.0 / alpha) - 1.0, max_copies - 1))
             prev = orig
             for _ in range(c):
                 if i >= n:
@@ -411,8 +412,13 @@ def truth_path_for(out: str) -> str:
 
 
 def generate(docs: int, out: str, mean_bytes: int = 500, seed: int = 0, batch: int = 100_000,
-             truth_path: str | None = None, progress=None) -> dict:
+             truth_path: str | None = None, progress=None, copies_share: float = 0.22,
+             copies_alpha: float = 1.6, max_copies: int = 200) -> dict:
     """Write ``docs`` documents to ``out`` and the planted truth beside it.
+
+    ``copies_share`` of the originals get copies; their number is 1 + a
+    Pareto(``copies_alpha``) draw capped at ``max_copies`` (a cluster lies
+    within one block of ``batch`` documents).
 
     Returns counts: documents, text bytes, originals, near duplicates, exact
     copies, clusters with copies, and the largest cluster.
@@ -448,7 +454,8 @@ def generate(docs: int, out: str, mean_bytes: int = 500, seed: int = 0, batch: i
             tok, off, header, footer, kind, src, perm = _gen_block(
                 np.int64((seed * 1_000_003 + block) % (2 ** 32)), n, mu, sigma, 8, 8000,
                 voc.cdf, voc.p_numeric, voc.date_lo, voc.n_dates, voc.num_lo, voc.n_nums,
-                n_headers, n_footers, 0.22, 0.2, 0.3, 0.1, 200)
+                n_headers, n_footers, copies_share, 0.2, 0.3, 0.1, max_copies,
+                float(copies_alpha))
             # perm[g] is the output position of generation index g
             order = np.empty(n, np.int64)
             order[perm] = np.arange(n, dtype=np.int64)
@@ -508,6 +515,13 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0, help="seed (default 0)")
     ap.add_argument("--batch", type=int, default=100_000,
                     help="documents per block (shuffled within a block; default 100000)")
+    ap.add_argument("--copies-share", type=float, default=0.22,
+                    help="share of the originals that get copies (default 0.22)")
+    ap.add_argument("--copies-alpha", type=float, default=1.6,
+                    help="Pareto exponent of the number of copies (default 1.6; "
+                         "smaller: heavier tail)")
+    ap.add_argument("--max-copies", type=int, default=200,
+                    help="most copies of one original (default 200)")
     ap.add_argument("--quiet", action="store_true")
     args = ap.parse_args(argv)
 
@@ -517,7 +531,8 @@ def main(argv=None) -> int:
 
     try:
         stats = generate(args.docs, args.out, args.mean_bytes, args.seed, args.batch,
-                         progress=progress)
+                         progress=progress, copies_share=args.copies_share,
+                         copies_alpha=args.copies_alpha, max_copies=args.max_copies)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -2,6 +2,7 @@
 
     python bench/scale.py                       # 1M, 3M and 10M documents, 4 GiB
     python bench/scale.py --sizes 100000,300000 --budget 1GiB --skip-real --skip-resume
+    python bench/scale.py --heavy --skip-scale --skip-real --skip-resume   # heavy duplication
 
 Three measurements, each a fresh process started by this small one (so its
 peak resident memory is its own, read from ``wait4``) running
@@ -23,8 +24,13 @@ threshold 0.8):
    seconds of a full run) and started again: the second start's seconds
    beside the full run's, and the outputs compared byte for byte.
 
+4. **Heavy duplication** (``--heavy``): generated short documents in
+   clusters of Pareto-distributed size up to 100,000 near and exact copies
+   (:data:`HEAVY`), at ``--heavy-sizes`` under ``--heavy-budget``.
+
 Figures are printed as Markdown tables and saved as the ``out-of-core``
-section of bench/RESULTS.md (through ``bench/results.py``).
+section of bench/RESULTS.md (the heavy-duplication runs as the
+``heavy-duplication`` section), through ``bench/results.py``.
 """
 from __future__ import annotations
 
@@ -102,16 +108,24 @@ def staged_cmd(inputs, output, budget, work=None) -> list[str]:
     return [sys.executable, "-c", CHILD, json.dumps(args)]
 
 
-def ensure_generated(n: int, mean_bytes: int) -> str:
+#: ``bench/generate.py`` options of the heavy-duplication corpus: three
+#: originals in five get copies, their number Pareto(1.1)-distributed up to
+#: 100,000 (a block of a million documents holds whole clusters).
+HEAVY = ["--copies-share", "0.6", "--copies-alpha", "1.1", "--max-copies", "100000",
+         "--batch", "1000000"]
+
+
+def ensure_generated(n: int, mean_bytes: int, heavy: bool = False) -> str:
     os.makedirs(DATA, exist_ok=True)
-    path = os.path.join(DATA, f"scale_{n}_b{mean_bytes}_s0.jsonl")
+    path = os.path.join(DATA, f"scale_{n}_b{mean_bytes}_s0{'_heavy' if heavy else ''}.jsonl")
     if os.path.exists(path):
         return path
     gen = os.path.join(HERE, "generate.py")
     tmp = path + ".part.jsonl"
     if os.path.exists(gen):
         subprocess.run([sys.executable, gen, "--docs", str(n), "--out", tmp,
-                        "--mean-bytes", str(mean_bytes), "--quiet"], check=True)
+                        "--mean-bytes", str(mean_bytes), "--quiet"] + (HEAVY if heavy else []),
+                       check=True)
         truth = tmp[:-len(".jsonl")] + ".truth.parquet"
         if os.path.exists(truth):
             os.replace(truth, path[:-len(".jsonl")] + ".truth.parquet")
@@ -160,12 +174,15 @@ def warm_up(out_root: str) -> None:
         sys.exit(f"warm-up run failed:\n{r['stderr']}")
 
 
-def run_scale(args, out_root: str) -> tuple[list, str]:
+def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
+    sizes = args.heavy_sizes if heavy else args.sizes
+    budget = args.heavy_budget if heavy else args.budget
+    mean_bytes = args.heavy_mean_bytes if heavy else args.mean_bytes
     rows = []
-    for n in [int(x) for x in args.sizes.split(",")]:
-        src = ensure_generated(n, args.mean_bytes)
+    for n in [int(x) for x in sizes.split(",")]:
+        src = ensure_generated(n, mean_bytes, heavy)
         out = os.path.join(out_root, f"scale-{n}")
-        r = measured(staged_cmd([src], out, args.budget, os.path.join(out_root, "work")))
+        r = measured(staged_cmd([src], out, budget, os.path.join(out_root, "work")))
         if r["rc"] != 0:
             sys.exit(f"run of {n} documents failed:\n{r['stderr']}")
         rep = r["report"]
@@ -192,7 +209,7 @@ def run_scale(args, out_root: str) -> tuple[list, str]:
         lines.append("")
         lines.append(f"Time for {rows[-1]['documents']:,} documents / time for "
                      f"{rows[0]['documents']:,}: **{ratio:.2f}x** for {size_ratio:.0f}x the "
-                     f"documents (budget {args.budget}).")
+                     f"documents (budget {budget}).")
     stage_names = [s for s in rows[0]["stage_seconds"] if s in rows[0]["stage_peaks"]] \
         if rows else []
     lines += ["", "Seconds and peak RSS per stage:", "",
@@ -289,6 +306,11 @@ def main(argv=None) -> int:
     ap.add_argument("--real-budget", default="1GiB")
     ap.add_argument("--out", default=os.path.join(HERE, "out", "scale"),
                     help="folder for outputs and work directories")
+    ap.add_argument("--heavy", action="store_true",
+                    help="also the heavy-duplication corpus (saved as its own section)")
+    ap.add_argument("--heavy-sizes", default="1000000,3000000")
+    ap.add_argument("--heavy-budget", default="1GiB")
+    ap.add_argument("--heavy-mean-bytes", type=int, default=60)
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-resume", action="store_true")
@@ -314,6 +336,24 @@ def main(argv=None) -> int:
         data["resume"] = res
         sections.append(f"Killed with SIGKILL halfway and run again (same command, same "
                         f"work directory), `--memory-limit {args.real_budget}`:\n\n{md}")
+    if args.heavy:
+        rows, md = run_scale(args, args.out, heavy=True)
+        text = (f"Generated short documents of about {args.heavy_mean_bytes} bytes with heavy "
+                f"near-duplication (`bench/generate.py {' '.join(HEAVY)}`: made-up Zipfian "
+                f"words, dates and numbers; clusters of Pareto-distributed size up to 100,000 "
+                f"copies, each copy exact (20%) or edited: words substituted, inserted or "
+                f"deleted, dates and numbers changed, headers and footers added), budget "
+                f"`--memory-limit {args.heavy_budget}`, one process:\n\n{md}")
+        print()
+        print(text)
+        if not args.no_save:
+            sys.path.insert(0, HERE)
+            import results  # bench/results.py
+            machine = results.machine()
+            results.save("heavy-duplication",
+                         f"`python bench/scale.py {' '.join(argv or sys.argv[1:])}`; "
+                         f"{results.machine_line(machine)}.\n\n{text}",
+                         {"rows": rows, "machine": machine})
     text = "\n\n".join(sections)
     print()
     print(text)

@@ -117,3 +117,21 @@ def test_cli(tmp_path):
     assert len(lines) == 300 and json.loads(lines[-1])["id"] == "299"
     assert (tmp_path / "cli.truth.parquet").exists()
     assert generate.main(["--docs", "10", "--out", str(out), "--mean-bytes", "5", "--quiet"]) == 2
+
+
+def test_heavy_duplication_options_make_large_clusters_within_their_cap(tmp_path):
+    kw = {"mean_bytes": 60, "seed": 2, "batch": 20_000}
+    plain = generate.generate(20_000, str(tmp_path / "p.jsonl"), **kw)
+    heavy = generate.generate(20_000, str(tmp_path / "h.jsonl"), copies_share=0.6,
+                              copies_alpha=1.1, max_copies=3_000, **kw)
+    assert plain["largest_cluster"] <= 201
+    assert 201 < heavy["largest_cluster"] <= 3_001
+    copies = heavy["near_duplicates"] + heavy["exact_copies"]
+    assert copies > 2 * (plain["near_duplicates"] + plain["exact_copies"])
+    truth = pq.read_table(heavy["truth"]).to_pandas()
+    assert truth["cluster"].value_counts().max() == heavy["largest_cluster"]
+    # the defaults give the same bytes as before the options existed
+    again = generate.generate(20_000, str(tmp_path / "q.jsonl"), copies_share=0.22,
+                              copies_alpha=1.6, max_copies=200, **kw)
+    assert (tmp_path / "q.jsonl").read_bytes() == (tmp_path / "p.jsonl").read_bytes()
+    assert again["largest_cluster"] == plain["largest_cluster"]
