@@ -34,11 +34,23 @@ PKG = os.path.dirname(os.path.abspath(gpu_dedup.__file__))
 # -- the import graph -------------------------------------------------------------
 
 def _modules() -> dict[str, str]:
+    """Every module of ``gpu_dedup`` and of ``gpu_dedup.kernels`` (the
+    top-level ``kernels/`` folder): dotted name -> file."""
+    import gpu_dedup.kernels
     out = {}
-    for folder, dirs, files in os.walk(PKG):
+    roots = [(PKG, "gpu_dedup")] + [(k, "gpu_dedup.kernels")
+                                    for k in gpu_dedup.kernels.__path__]
+    for root, package in roots:
+        out.update(_walk(root, package))
+    return out
+
+
+def _walk(root: str, package: str) -> dict[str, str]:
+    out = {}
+    for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if os.path.exists(os.path.join(folder, d, "__init__.py"))]
-        rel = os.path.relpath(folder, PKG)
-        parts = ["gpu_dedup"] + ([] if rel == "." else rel.split(os.sep))
+        rel = os.path.relpath(folder, root)
+        parts = package.split(".") + ([] if rel == "." else rel.split(os.sep))
         for name in files:
             if name.endswith(".py"):
                 stem = name[:-3]
