@@ -176,13 +176,13 @@ def warm_up(out_root: str) -> None:
 
 def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
     sizes = args.heavy_sizes if heavy else args.sizes
-    budget = args.heavy_budget if heavy else args.budget
+    budget_spec = args.heavy_budget if heavy else args.budget
     mean_bytes = args.heavy_mean_bytes if heavy else args.mean_bytes
     rows = []
     for n in [int(x) for x in sizes.split(",")]:
         src = ensure_generated(n, mean_bytes, heavy)
         out = os.path.join(out_root, f"scale-{n}")
-        r = measured(staged_cmd([src], out, budget, os.path.join(out_root, "work")))
+        r = measured(staged_cmd([src], out, budget_spec, os.path.join(out_root, "work")))
         if r["rc"] != 0:
             sys.exit(f"run of {n} documents failed:\n{r['stderr']}")
         rep = r["report"]
@@ -209,7 +209,7 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
         lines.append("")
         lines.append(f"Time for {rows[-1]['documents']:,} documents / time for "
                      f"{rows[0]['documents']:,}: **{ratio:.2f}x** for {size_ratio:.0f}x the "
-                     f"documents (budget {budget}).")
+                     f"documents (budget {budget_spec}).")
     stage_names = [s for s in rows[0]["stage_seconds"] if s in rows[0]["stage_peaks"]] \
         if rows else []
     lines += ["", "Seconds and peak RSS per stage:", "",
