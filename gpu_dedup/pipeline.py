@@ -107,16 +107,16 @@ class Dedup:
 
     def report(self, runner: Runner, outputs: dict, opened: Opened, s: Session) -> dict:
         plan = s.plan
+        stats = runner.stats()
         memory = memory_report(s)
         peak = memory["peak_rss_total_bytes"]
         memory["measured"] = "resident set of this process and its children"
-        memory["device_peak_bytes"] = runner.stats().get("device_peak_bytes")  # None: no device
+        memory["device_peak_bytes"] = stats.get("device_peak_bytes")  # None: no device
         memory["warning"] = None
         if peak > PEAK_WARNING * plan.budget:
             memory["warning"] = (f"peak resident memory {format_size(peak)} exceeded "
                                  f"{PEAK_WARNING:g}x the budget of {format_size(plan.budget)}")
             log.warning("%s; pass a larger --memory-limit", memory["warning"])
-        stats = runner.stats()
         work = {**work_report(runner, s),
                 # on a device: documents whose normalization needed the host (not ASCII)
                 "normalized_on_host": stats.get("normalized_on_host"),

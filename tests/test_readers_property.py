@@ -168,6 +168,19 @@ def _write(tmp_path, data: bytes, comp: str) -> str:
     return str(p)
 
 
+def _read_as_compressed(path: str, data: bytes, comp, block_bytes: int) -> bool:
+    """Plain bytes that open with a gzip or zstd magic number are read as that
+    compression: they decode, or the file is named corrupt. True when that
+    case was checked here."""
+    if comp is not None or not data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        return False
+    try:
+        read_jsonl_shard(path, block_bytes=block_bytes, on_bad_record="skip")
+    except InputError as exc:
+        assert str(exc).startswith(f"{path}: corrupt or unreadable"), str(exc)
+    return True
+
+
 @SETTINGS
 @given(body=st.lists(lines, max_size=14), sep=st.sampled_from([b"\n", b"\r\n"]),
        trailing=st.booleans(), bom=st.booleans(),
@@ -184,16 +197,8 @@ def _write(tmp_path, data: bytes, comp: str) -> str:
 def test_random_json_lines(tmp_path, body, sep, trailing, bom, comp, id_field, block_bytes):
     data = (b"\xef\xbb\xbf" if bom else b"") + sep.join(body) + (sep if trailing else b"")
     path = _write(tmp_path, data, comp)
-    if comp is None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
-        # lines that open with a gzip or zstd magic number are read as that
-        # compression (as in test_random_bytes): they decode, or the file is
-        # named corrupt
-        try:
-            read_jsonl_shard(path, block_bytes=block_bytes, on_bad_record="skip")
-        except InputError as exc:
-            assert str(exc).startswith(f"{path}: corrupt or unreadable"), str(exc)
-        return
-    check(path, data, id_field, block_bytes)
+    if not _read_as_compressed(path, data, comp, block_bytes):
+        check(path, data, id_field, block_bytes)
 
 
 @SETTINGS
@@ -222,13 +227,7 @@ def test_random_bytes(tmp_path, data, comp, raw, block_bytes):
         check(path, inner, "id", block_bytes)
         return
     path = _write(tmp_path, data, comp)
-    if comp is None and data.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
-        # plain bytes that open with a gzip or zstd magic number are read as
-        # that compression: either they decode, or the file is named corrupt
-        try:
-            read_jsonl_shard(path, block_bytes=block_bytes, on_bad_record="skip")
-        except InputError as exc:
-            assert str(exc).startswith(f"{path}: corrupt or unreadable"), str(exc)
+    if _read_as_compressed(path, data, comp, block_bytes):
         return
     check(path, data, "id", block_bytes)
     # the Parquet reader refuses what is not Parquet, with the documented error

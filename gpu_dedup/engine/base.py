@@ -80,7 +80,7 @@ class RunnerBase:
 
     @property
     def shard_paths(self) -> list:
-        return self.docs.shard_paths()
+        return self.docs.shard_paths
 
     # -- machinery ------------------------------------------------------------
     @contextmanager

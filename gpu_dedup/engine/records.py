@@ -9,6 +9,7 @@ holds only what is fixed for the whole run.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -43,8 +44,9 @@ class Documents:
         """The chunk of each global document position."""
         return np.searchsorted(self.starts, docs, side="right") - 1
 
+    @cached_property
     def shard_paths(self) -> list:
-        """Each input file's path, by file number."""
+        """Each input file's path, by file number (worked out once)."""
         paths: dict = {}
         for c in self.chunks:
             paths.setdefault(c["file"], c["path"])

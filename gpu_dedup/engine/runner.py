@@ -123,7 +123,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
         if self.context is not None and self.context.docs:
             self.C = sum(c["n"] for c in docs.chunks if c["file"] == 0)
             if self.C != self.context.docs:
-                raise InputError(f"{docs.shard_paths()[0]}: {self.C:,} documents, expected "
+                raise InputError(f"{docs.shard_paths[0]}: {self.C:,} documents, expected "
                                  f"{self.context.docs:,} from the index")
         return docs
 
