@@ -176,7 +176,7 @@ class Backend(Protocol):
         ...
 
     def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
-               accept_all: bool = False, fixed: int = 0):
+               accept_all: bool = False, fixed: int = 0, fixed_kept=None, kept_before=None):
         """Greedy selection over buckets of ranks: a
         :class:`gpu_dedup.stages.select.Selection` of host arrays, equal to
         :func:`gpu_dedup.stages.select.greedy_select` (same arguments)
@@ -334,10 +334,11 @@ class CpuBackend:
 
     # -- clusters ---------------------------------------------------------
     def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
-               accept_all: bool = False, fixed: int = 0):
+               accept_all: bool = False, fixed: int = 0, fixed_kept=None, kept_before=None):
         from .stages.select import greedy_select
         return greedy_select(bucket_off, members, n, score_fn, threshold, limit,
-                             accept_all=accept_all, fixed=fixed)
+                             accept_all=accept_all, fixed=fixed, fixed_kept=fixed_kept,
+                             kept_before=kept_before)
 
     def components(self, n: int, ea, eb):
         """Connected-component label of each of ``n`` nodes (SciPy)."""

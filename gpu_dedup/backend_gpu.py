@@ -480,7 +480,7 @@ class GpuBackend(DeviceArrays):
 
     # -- clusters -------------------------------------------------------------
     def select(self, bucket_off, members, n: int, score_fn, threshold: float, limit: int,
-               accept_all: bool = False, fixed: int = 0):
+               accept_all: bool = False, fixed: int = 0, fixed_kept=None, kept_before=None):
         """Greedy selection in rounds on the device
         (:func:`gpu_dedup.stages.select.greedy_rounds`), equal to the CPU's;
         on the host when the buckets and their first round of scores would
@@ -492,18 +492,23 @@ class GpuBackend(DeviceArrays):
         need = entries * SELECT_BYTES_PER_ENTRY + int(n) * SELECT_BYTES_PER_DOC
         if need > self.budget:
             sel = greedy_select(bucket_off, members, n, score_fn, threshold, limit,
-                                accept_all=accept_all, fixed=fixed)
+                                accept_all=accept_all, fixed=fixed,
+                                fixed_kept=fixed_kept, kept_before=kept_before)
             sel.where = (f"host: {entries:,} bucket entries need about {need >> 20:,} MiB, "
                          f"over the device budget of {self.budget >> 20:,} MiB")
             return sel
         with self._tracked():
             sel = greedy_rounds(self.xp, self._k.greedy_kernels(self.xp), self._dev(bucket_off),
                                 self._dev(members), n, score_fn, threshold, limit,
-                                accept_all=accept_all, fixed=fixed, room=self.budget - need)
+                                accept_all=accept_all, fixed=fixed, room=self.budget - need,
+                                fixed_kept=None if fixed_kept is None else self._dev(fixed_kept),
+                                kept_before=None if kept_before is None else
+                                self._dev(kept_before))
             if sel is None:
                 self.release()
                 sel = greedy_select(bucket_off, members, n, score_fn, threshold, limit,
-                                    accept_all=accept_all, fixed=fixed)
+                                    accept_all=accept_all, fixed=fixed,
+                                    fixed_kept=fixed_kept, kept_before=kept_before)
                 sel.where = ("host: the first round of scores would not fit in the device "
                              f"budget of {self.budget >> 20:,} MiB")
                 return sel

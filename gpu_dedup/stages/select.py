@@ -138,7 +138,7 @@ class _Memo:
 
 def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
                   threshold: float, limit: int = 32, accept_all: bool = False,
-                  fixed: int = 0) -> Selection:
+                  fixed: int = 0, fixed_kept=None, kept_before=None) -> Selection:
     """The sequential greedy rule, in passes (see the module docstring).
 
     Args:
@@ -152,10 +152,15 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
         threshold: a pair is similar at or above it.
         limit: kept documents of a bucket a document is compared with.
         accept_all: every compared pair is similar (verification off).
-        fixed: ranks ``0 .. fixed - 1`` are kept already (documents of an
-            index a new corpus is deduplicated against): they are never
-            scored against each other, and the others are decided as if
-            they had been kept by the rule.
+        fixed: ranks ``0 .. fixed - 1`` are decided already (documents of an
+            index a new corpus is deduplicated against, or the ranks of
+            earlier ranges, :mod:`gpu_dedup.stages.select_ranges`): they
+            are never scored against each other, and the others are decided
+            as if the rule had decided them so.
+        fixed_kept: bool per fixed rank, whether it was kept (None: all were).
+        kept_before: int64 per bucket, kept members before its first member
+            that are not among ``members`` (they count only for
+            ``skipped``); None for none.
 
     Returns:
         A :class:`Selection`.
@@ -171,6 +176,7 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     if limit < 1:
         raise ValueError(f"limit must be at least 1, got {limit}")
     m = _membership(np, bucket_off, members, n, fixed)
+    fixed_kept = _fixed_kept(np, fixed_kept, fixed)
     members, b_off, seg, mem = m.members, m.b_off, m.seg, m.mem
     d_off, d_bkt, nb = m.d_off, m.d_bkt, m.sizes.size
     d_pos = m.d_pos.copy()
@@ -180,17 +186,18 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     del d_pos
     p_v = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
     p_s = _scores(score_fn, pack(p_u, p_v))
-    state = np.full(n, KEPT, np.int8)
+    state = _initial_state(np, n, m.todo, fixed_kept)
     todo = m.todo
-    state[todo] = UNDECIDED
     klist = np.empty(members.size, np.int64)
     blist = np.empty(members.size, np.int64)
     kcount = np.zeros(nb, np.int64)
     if fixed:
-        # the fixed members lead their buckets (ranks ascend): kept already
-        pre = mem < fixed
-        kcount = np.bincount(seg[pre], minlength=nb).astype(np.int64)
-        klist[m.ent[pre]] = mem[pre]
+        # the fixed members lead their buckets (ranks ascend): the kept ones
+        # open the kept lists, in rank order
+        pre = (mem < fixed) & (state[mem] == KEPT)
+        ps = seg[pre]
+        kcount = np.bincount(ps, minlength=nb).astype(np.int64)
+        klist[b_off[ps] + _rank_in_segment(np, ps)] = mem[pre]
     bcount = np.zeros(nb, np.int64)
     bstamp = np.zeros(nb, np.int64)
     dup = np.full(n, -1, np.int64)
@@ -223,12 +230,14 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     order = np.argsort(keys)
     pairs, pair_scores = _kept_apart(np, keys[order], scores[order], kept)
     return Selection(kept, dup, sim, pairs, pair_scores, p_s.size + compared,
-                     _skipped(np, m, kept, limit, fixed), passes, scored=p_s.size + memo.count)
+                     _skipped(np, m, kept, limit, fixed, kept_before), passes,
+                     scored=p_s.size + memo.count)
 
 
 def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float,
                   limit: int = 32, accept_all: bool = False, fixed: int = 0,
-                  room: int | None = None) -> Selection | None:
+                  room: int | None = None, fixed_kept=None,
+                  kept_before=None) -> Selection | None:
     """The sequential greedy rule in parallel rounds (:mod:`kernels.greedy`),
     in the array module ``xp``: the selection of :func:`greedy_select`, bit
     for bit (``kept``, ``duplicate_of``, ``similarity``, ``pairs``,
@@ -256,6 +265,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     threshold = float(threshold)
     accept_all = bool(accept_all)
     m = _membership(xp, bucket_off, members, n, fixed)
+    fixed_kept = _fixed_kept(xp, fixed_kept, fixed)
     members, b_off, d_off, d_bkt, d_pos = m.members, m.b_off, m.d_off, m.d_bkt, m.d_pos
     nb = int(m.sizes.size)
     i64 = xp.int64
@@ -290,9 +300,8 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
         order = xp.argsort(mk)
         memo[:] = [mk[order], xp.concatenate([memo[1], s])[order]]
 
-    state = xp.full(n, KEPT, dtype=xp.int8)
+    state = _initial_state(xp, n, m.todo, fixed_kept)
     todo = m.todo
-    state[todo] = UNDECIDED
     klist = xp.empty(int(members.size), dtype=i64)
     kcount = xp.zeros(nb, dtype=i64)
     front = xp.zeros(nb, dtype=i64)
@@ -313,6 +322,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     dup = xp.full(n, -1, dtype=i64)
     sim = xp.full(n, xp.nan, dtype=xp.float64)
     docs = xp.flatnonzero(state == REMOVED)
+    docs = docs[docs >= fixed]
     while int(docs.size):
         nmiss = xp.empty(int(docs.size), dtype=i64)
         k.best_round(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, *memo,
@@ -329,7 +339,8 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     ok = xp.ones(keys.shape, dtype=xp.bool_) if accept_all else vals >= threshold
     pairs, pair_scores = _kept_apart(xp, keys[ok], vals[ok], kept)
     return Selection(kept, dup, sim, pairs, pair_scores, int(keys.size),
-                     _skipped(xp, m, kept, limit, fixed), rounds, scored=int(keys.size))
+                     _skipped(xp, m, kept, limit, fixed, kept_before), rounds,
+                     scored=int(keys.size))
 
 
 def _swap(packed):
@@ -379,9 +390,39 @@ def _membership(xp, bucket_off, members, n: int, fixed: int) -> _Members:
                     d_pos, d_rank, todo)
 
 
-def _skipped(xp, m: _Members, kept, limit: int, fixed: int) -> int:
+def _fixed_kept(xp, fixed_kept, fixed: int):
+    """``fixed_kept`` checked: a bool array of ``fixed`` entries, or None."""
+    if fixed_kept is None:
+        return None
+    fixed_kept = xp.asarray(fixed_kept, dtype=xp.bool_)
+    if fixed_kept.shape != (fixed,):
+        raise ValueError(f"fixed_kept has {fixed_kept.shape[0]} entries for {fixed} fixed ranks")
+    return fixed_kept
+
+
+def _initial_state(xp, n: int, todo, fixed_kept):
+    """Every rank kept, those to decide undecided, the fixed ones not kept removed."""
+    state = xp.full(n, KEPT, dtype=xp.int8)
+    state[todo] = UNDECIDED
+    if fixed_kept is not None:
+        state[:fixed_kept.shape[0]][~fixed_kept] = REMOVED
+    return state
+
+
+def _rank_in_segment(xp, seg):
+    """For sorted segment labels, each entry's place in its segment."""
+    if not int(seg.size):
+        return xp.zeros(0, dtype=xp.int64)
+    first = xp.ones(int(seg.size), dtype=xp.bool_)
+    first[1:] = seg[1:] != seg[:-1]
+    at = xp.arange(int(seg.size), dtype=xp.int64)
+    return at - at[xp.flatnonzero(first)][xp.cumsum(first) - 1]
+
+
+def _skipped(xp, m: _Members, kept, limit: int, fixed: int, kept_before=None) -> int:
     """Comparisons the bound left out: kept members of a bucket before each
-    member (not a fixed one), beyond the first ``limit``."""
+    member (not a fixed one), beyond the first ``limit``; ``kept_before``
+    (per bucket) counts kept members before the bucket's first one."""
     seg, mem = m.seg, m.mem
     if not int(seg.size):
         return 0
@@ -390,6 +431,8 @@ def _skipped(xp, m: _Members, kept, limit: int, fixed: int) -> int:
     first = xp.ones(int(seg.size), dtype=xp.bool_)
     first[1:] = seg[1:] != seg[:-1]
     before -= before[xp.flatnonzero(first)][xp.cumsum(first) - 1]
+    if kept_before is not None:
+        before += xp.asarray(kept_before, dtype=xp.int64)[seg]
     return int(xp.maximum(before - limit, 0)[mem >= fixed].sum())
 
 

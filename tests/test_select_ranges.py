@@ -1,0 +1,137 @@
+"""Greedy selection range by range of ranks: the selection of the whole,
+bit for bit, whatever the ranges, the units the buckets came in, the bound,
+ranks kept already, and whether it runs in passes or in rounds."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu_dedup.stages.select import greedy_rounds, greedy_select, unpack
+from gpu_dedup.stages.select_ranges import (RangeSelector, by_group, group_entries, heads_of,
+                                            rank_bounds, select_in_ranges)
+
+
+def _case(rng, n_max=60, buckets_max=20, size_max=25):
+    n = int(rng.integers(1, n_max))
+    nb = int(rng.integers(0, buckets_max))
+    buckets = [sorted(set(rng.choice(n, size=int(rng.integers(1, min(n, size_max) + 1)),
+                                     replace=False).tolist())) for _ in range(nb)]
+    # a bucket twice (two bands), to be made distinct across units
+    if buckets and rng.random() < 0.5:
+        buckets.append(list(buckets[0]))
+    sim = rng.random((n, n))
+    sim = np.round((sim + sim.T) / 2, 2)
+    off = np.concatenate([[0], np.cumsum([len(b) for b in buckets])]).astype(np.int64)
+    mem = np.array([m for b in buckets for m in b], dtype=np.int64)
+    return n, off, mem, sim
+
+
+def _equal(a, b):
+    assert a.kept.tolist() == b.kept.tolist()
+    assert a.duplicate_of.tolist() == b.duplicate_of.tolist()
+    np.testing.assert_array_equal(a.similarity, b.similarity)
+    np.testing.assert_array_equal(a.pairs, b.pairs)
+    np.testing.assert_array_equal(a.pair_scores, b.pair_scores)
+    assert a.skipped == b.skipped
+    assert a.comparisons == b.comparisons
+
+
+def _whole(off, mem, n, score, t, limit, fixed, accept_all):
+    # the whole run over the distinct buckets (what the bucket stage gives)
+    from gpu_dedup.stages.lsh import distinct_buckets
+    return greedy_select(*distinct_buckets(off, mem), n, score, t, limit=limit, fixed=fixed,
+                         accept_all=accept_all)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_ranges_give_the_whole_selection_bit_for_bit(seed):
+    rng = np.random.default_rng(500 + seed)
+    for it in range(50):
+        n, off, mem, sim = _case(rng)
+        limit = int(rng.integers(1, 5))
+        t = float(rng.choice([0.3, 0.5, 0.8]))
+        fixed = int(rng.integers(0, n + 1)) if it % 4 == 0 else 0
+        accept_all = it % 7 == 0
+
+        def score(p):
+            u, v = unpack(p)
+            assert (u < v).all() and not ((u < fixed) & (v < fixed)).any()
+            return sim[u, v]
+        whole = _whole(off, mem, n, score, t, limit, fixed, accept_all)
+        for ranges in (1, 2, 3, int(rng.integers(4, 12))):
+            got = select_in_ranges(off, mem, n, score, t, limit=limit, ranges=ranges,
+                                   accept_all=accept_all, fixed=fixed,
+                                   units=int(rng.integers(1, 4)))
+            _equal(got, whole)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_ranges_in_rounds_give_the_whole_selection(seed):
+    # the device's rule (rounds, here on the CPU kernels) decides each range
+    from gpu_dedup.kernels import greedy as K
+    rng = np.random.default_rng(600 + seed)
+
+    def rounds(*a, **kw):
+        return greedy_rounds(np, K, *a, **kw)
+    for it in range(40):
+        n, off, mem, sim = _case(rng)
+        limit = int(rng.integers(1, 5))
+        fixed = int(rng.integers(0, n + 1)) if it % 3 == 0 else 0
+
+        def score(p):
+            u, v = unpack(p)
+            return sim[u, v]
+        whole = _whole(off, mem, n, score, 0.5, limit, fixed, False)
+        got = select_in_ranges(off, mem, n, score, 0.5, limit=limit,
+                               ranges=int(rng.integers(2, 8)), fixed=fixed, select=rounds)
+        _equal(got, whole)
+
+
+def test_a_crowded_bucket_across_ranges_keeps_its_bound_and_its_count():
+    # one bucket of 200 dissimilar members: each compared with the first 3
+    # kept ones only, the rest counted as skipped, range after range
+    n = 200
+    off = np.array([0, n], dtype=np.int64)
+    mem = np.arange(n, dtype=np.int64)
+
+    def score(p):
+        return np.zeros(p.size)
+    whole = greedy_select(off, mem, n, score, 0.5, limit=3)
+    got = select_in_ranges(off, mem, n, score, 0.5, limit=3, ranges=9)
+    _equal(got, whole)
+    assert got.skipped == sum(max(0, i - 3) for i in range(n))
+
+
+def test_a_range_reads_only_its_own_entries():
+    rng = np.random.default_rng(7)
+    n, off, mem, _ = _case(rng, n_max=200, buckets_max=60)
+    bounds = rank_bounds(n, 5)
+    groups = by_group(off, mem, bounds)
+    seen = 0
+    for g, (o, m) in groups.items():
+        # a group's buckets start in its range
+        assert (np.searchsorted(bounds, m[o[:-1]], side="right") - 1 == g).all()
+        for k, e in group_entries(o, m, bounds).items():
+            assert k >= g
+            assert ((e[1] >= bounds[k]) & (e[1] < bounds[k + 1])).all()
+            np.testing.assert_array_equal(m[o[e[0]] + e[2]], e[1])
+            seen += e.shape[1]
+    assert seen == mem.size
+
+
+def test_heads_are_the_first_members():
+    off = np.array([0, 5, 6, 9], dtype=np.int64)
+    mem = np.array([1, 2, 3, 4, 5, 7, 8, 9, 10], dtype=np.int64)
+    h_off, h = heads_of(off, mem, np.array([0, 2]), 2)
+    assert h_off.tolist() == [0, 2, 4] and h.tolist() == [1, 2, 8, 9]
+
+
+def test_bounds_cover_every_rank():
+    for n, k in ((0, 3), (1, 4), (10, 3), (10, 20)):
+        b = rank_bounds(n, k)
+        assert b[0] == 0 and b[-1] == n and (np.diff(b) >= 0).all()
+
+
+def test_the_state_is_per_bucket_and_per_rank():
+    sel = RangeSelector(np.array([3, 40]), 50, limit=4)
+    assert sel.klist.size == 3 + 4 and sel.kept.all() and sel.kcount.tolist() == [0, 0]
