@@ -124,7 +124,9 @@ class Dedup:
                 "selection_ran_on": stats.get("selection_ran_on"),
                 # its rounds (passes on a CPU) and the pairs it scored
                 "selection_rounds": stats.get("selection_rounds"),
-                "selection_scored": stats.get("selection_scored")}
+                "selection_scored": stats.get("selection_scored"),
+                # the ranges of ranks it was decided in, one after the other
+                "selection_ranges": stats.get("selection_ranges")}
         seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - opened.t_start}
         report = build_report(runner, seconds, opened.device, outputs,
                               on_bad_record=self.on_bad_record, memory=memory,

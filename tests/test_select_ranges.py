@@ -135,3 +135,30 @@ def test_bounds_cover_every_rank():
 def test_the_state_is_per_bucket_and_per_rank():
     sel = RangeSelector(np.array([3, 40]), 50, limit=4)
     assert sel.klist.size == 3 + 4 and sel.kept.all() and sel.kcount.tolist() == [0, 0]
+
+
+# -- in the engine ---------------------------------------------------------------
+
+@pytest.mark.parametrize("keep,limit", [("first", 2), ("longest", 32)])
+def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, limit):
+    import pyarrow as pa
+
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import select_stage
+    from realtext import paragraphs
+    texts = list(paragraphs()[:2500])
+    texts += [t + " (copy)" for t in texts[:300:3]]         # near copies, later ranks
+    arr = pa.array(texts, pa.large_string())
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep=keep,
+                 bucket_limit=limit)
+    one = deduplicate(arr, cfg)
+    assert one.stats["selection_ranges"] == 1
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
+    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert many.stats["selection_ranges"] > 100
+    assert (~one.kept).sum() >= 200
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+    for name in ("skipped_comparisons", "candidate_edges", "verified_edges", "buckets",
+                 "bucket_entries"):
+        assert many.stats[name] == one.stats[name], name

@@ -38,12 +38,20 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
       p{parts}g{g}/u{index}.off.npy, .members.npy   a unit's buckets (greedy)
       p{parts}g{g}/u{index}.npy   a unit's candidate pairs (components)
       p{parts}g{g}/u{index}.done
-      bucket_off.npy, bucket_members.npy            all buckets (greedy)
+      p{parts}g{g}/r{ranges}/     greedy selection range by range of ranks:
+        u{index}/g{group}.off.npy, .members.npy     a unit's buckets, in rank
+                                  space, by the range of their first member
+        g{group}.off.npy, .members.npy  a group's distinct buckets (+ .done)
+        g{group}/k{range}.npy     their entries in a range (bucket, rank, place)
+      pos_rank.npy                the rank of each representative
+                                  (keep="longest")
       first_round.npy             all candidate pairs (components)
     select/                       written by select; read by assign
       accepted.npy, scores.npy    the accepted pairs and their similarity
       best.npy, rep_kept.npy, rep_dup.npy, rep_sim.npy   (greedy)
-      batches/c{call}/b{i}.npy    one batch of scores (disk store; + .done)
+      batches/k{range}/c{call}/b{i}.npy   one batch of scores of a range of
+                                  ranks (greedy), batches/c{call}/b{i}.npy
+                                  (components; disk store; + .done)
     assign/                       written by assign; read by the outputs
       cluster.npy, kept.npy, duplicate_of.npy, similarity.npy,
       pair_a.npy, pair_b.npy, pair_similarity.npy, pair_exact.npy
@@ -195,8 +203,8 @@ OFF = ".off.npy"
 MEMBERS = ".members.npy"
 EDGES = ".npy"
 
-BUCKET_OFF = f"{BUCKETS}/bucket_off.npy"
-BUCKET_MEMBERS = f"{BUCKETS}/bucket_members.npy"
+#: keep="longest": the rank of each representative.
+POS_RANK = f"{BUCKETS}/pos_rank.npy"
 FIRST_ROUND = f"{BUCKETS}/first_round.npy"
 
 
@@ -211,6 +219,32 @@ def bucket_unit(layout: str, index: int) -> str:
     return f"{BUCKETS}/{layout}/u{index:05d}"
 
 
+def ranges_folder(layout: str, ranges: int) -> str:
+    """Where the buckets of ``layout`` are cut into ``ranges`` rank ranges."""
+    return f"{BUCKETS}/{layout}/r{ranges}"
+
+
+def route_unit(folder: str, index: int) -> str:
+    """The unit that sorts bucket unit ``index``'s buckets by group, under
+    ``folder`` (:func:`ranges_folder`)."""
+    return f"{folder}/u{index:05d}"
+
+
+def route_file(unit: str, group: int, name: str) -> str:
+    """A routed unit's buckets of ``group``: ``name`` is ``OFF`` or ``MEMBERS``."""
+    return file(unit, f"g{group:05d}{name}")
+
+
+def bucket_group(folder: str, group: int) -> str:
+    """The unit of ``group``'s distinct buckets (files ``OFF``, ``MEMBERS``)."""
+    return f"{folder}/g{group:05d}"
+
+
+def group_entries(group_unit: str, k: int) -> str:
+    """A group's entries whose rank falls in range ``k``."""
+    return file(group_unit, f"k{k:05d}.npy")
+
+
 # -- select and assign --------------------------------------------------------------
 
 #: The select stage's arrays, ``NAME.npy``: of both ways of clustering,
@@ -220,7 +254,8 @@ SELECTED_GREEDY = SELECTED + ("best", "rep_kept", "rep_dup", "rep_sim")
 #: The per-document and per-pair result arrays of the assign stage.
 FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
          "pair_similarity", "pair_exact")
-#: Where each stage that scores pairs keeps its batches of scores.
+#: Where each stage that scores pairs keeps its batches of scores (select:
+#: one folder a range of ranks, :func:`range_batches`).
 SELECT_BATCHES = f"{SELECT}/batches"
 ASSIGN_BATCHES = f"{ASSIGN}/batches"
 #: The file beside a batch's marker: its scores.
@@ -230,6 +265,11 @@ BATCH = ".npy"
 def selected(name: str) -> str:
     """The select stage's array ``name`` (of :data:`SELECTED_GREEDY`)."""
     return f"{SELECT}/{name}.npy"
+
+
+def range_batches(k: int) -> str:
+    """Where the select stage keeps the batches of scores of range ``k``."""
+    return f"{SELECT_BATCHES}/k{k:05d}"
 
 
 def final(name: str) -> str:

@@ -63,6 +63,7 @@ class RunOutputs:
             "selection_ran_on": v.get("selection"),
             "selection_rounds": v.get("selection_rounds"),
             "selection_scored": v.get("selection_scored"),
+            "selection_ranges": v.get("ranges"),
             "unresolved_edges": v["unresolved"],
             "shingles": self.shingles,
             "removed_similarity": m["removed_similarity"],

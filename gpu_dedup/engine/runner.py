@@ -17,8 +17,9 @@ tasks in :mod:`gpu_dedup.engine.tasks`:
 3. ``signatures``: MinHash signatures and band keys, per block of
    representatives (:class:`~gpu_dedup.engine.records.Blocks`);
 4. ``buckets``: the band collisions;
-5. ``select``: greedy selection of the representatives, scoring candidate
-   pairs as it goes (or, for components, the pairs at the threshold);
+5. ``select``: greedy selection of the representatives range by range of
+   ranks (:mod:`~gpu_dedup.engine.select_stage`), scoring candidate pairs as
+   it goes (or, for components, the pairs at the threshold);
 6. ``assign``: each document's kept document, similarity and cluster
    (:mod:`~gpu_dedup.engine.assign_stage`).
 
@@ -39,12 +40,13 @@ import pyarrow as pa
 from ..arrays import concat_csr, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
-from ..stages.lsh import distinct_buckets, pack_edges, unpack_edges, verified_edges
+from ..stages.lsh import unpack_edges, verified_edges
 from . import layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
 from .records import Blocks, Documents, ScoreInputs
+from .select_stage import SelectStage
 from .tasks import BandKeys, edges_digest
 
 log = logging.getLogger("gpu_dedup")
@@ -78,7 +80,7 @@ class Context:
         return pa.array(out, pa.string())
 
 
-class Runner(RunnerBase, AssignStage, RunOutputs):
+class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
     """Runs the near-duplicate stages over ``store`` with ``executor``.
 
     Args:
@@ -223,20 +225,12 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
                 for j0 in range(0, B, g):
                     units.append({"layout": grid, "index": len(units), "parts": parts,
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
-            self._map("buckets", tasks.task_lsh, units, blocks)
+            results = self._map("buckets", tasks.task_lsh, units, blocks)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
             names = [layout.bucket_unit(grid, u["index"]) for u in units]
             if self.cfg.cluster == "greedy":
-                off, members = concat_csr(
-                    [(st.load_npy(layout.file(n, layout.OFF)),
-                      st.load_npy(layout.file(n, layout.MEMBERS))) for n in names])
-                if len(units) > 1:                   # one unit's are distinct already
-                    off, members = distinct_buckets(off, members)
-                st.save_npy(layout.BUCKET_OFF, off)
-                st.save_npy(layout.BUCKET_MEMBERS, members)
-                meta.update(buckets=int(off.size - 1), bucket_entries=int(members.size))
-                del off, members
-                files = [layout.BUCKET_OFF, layout.BUCKET_MEMBERS]
+                cut, files = self._cut_into_ranges(grid, names, results)
+                meta.update(cut)
             else:
                 edges = [st.load_npy(layout.file(n, layout.EDGES)) for n in names]
                 if len(edges) == 1:
@@ -326,7 +320,7 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
         meta = self._stage_done("select")
         if meta is None:
             if self.cfg.cluster == "greedy":
-                meta = self._select_representatives(docs, blocks)
+                meta = self._select_in_ranges(docs, blocks)
                 names = layout.SELECTED_GREEDY
             else:
                 meta = self._verify_components(docs, blocks)
@@ -354,65 +348,6 @@ class Runner(RunnerBase, AssignStage, RunOutputs):
         return {"candidates": er.candidates, "rounds": er.rounds, "skipped": 0,
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
-
-    def _select_representatives(self, docs: Documents, blocks: Blocks) -> dict:
-        cfg = self.cfg
-        st = self.store
-        off = st.load_npy(layout.BUCKET_OFF)
-        members = st.load_npy(layout.BUCKET_MEMBERS)
-        pos_of_rank, best = self._priority()
-        st.save_npy(layout.selected("best"), best)
-        del best
-        if pos_of_rank is not None:
-            rank = np.empty(self.R, np.int64)
-            rank[pos_of_rank] = np.arange(self.R, dtype=np.int64)
-            members = rank[members]
-            del rank
-            # members ascending in rank inside each bucket
-            bucket = np.repeat(np.arange(off.size - 1, dtype=np.int64), np.diff(off))
-            members = members[np.lexsort((members, bucket))]
-            del bucket
-        inputs = ScoreInputs(docs, blocks, self._shared_sets(
-            unique(members) if pos_of_rank is None else unique(pos_of_rank[members])))
-        score = self._scorer(layout.SELECT_BATCHES, "select", inputs,
-                             float(cfg.threshold) if cfg.verify else 0.0)
-
-        def score_ranks(packed):
-            u, v = unpack_edges(packed)
-            if pos_of_rank is not None:
-                u, v = pos_of_rank[u], pos_of_rank[v]
-            return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
-
-        # the context's documents come first, distinct and kept already
-        fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
-        sel = self.be.select(off, members, self.R, score_ranks, float(cfg.threshold),
-                             cfg.bucket_limit, accept_all=not cfg.verify, fixed=fixed)
-        score.release()                 # the shared sets
-        del off, members, inputs
-        kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
-        u, v = unpack_edges(sel.pairs)
-        if pos_of_rank is not None:
-            kept_p = np.empty_like(kept)
-            kept_p[pos_of_rank] = kept
-            dup_p = np.full(self.R, -1, np.int64)
-            dup_p[pos_of_rank] = np.where(dup >= 0, pos_of_rank[np.maximum(dup, 0)], -1)
-            sim_p = np.empty_like(sim)
-            sim_p[pos_of_rank] = sim
-            kept, dup, sim = kept_p, dup_p, sim_p
-            u, v = pos_of_rank[u], pos_of_rank[v]
-        pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
-        order = np.argsort(pairs, kind="stable")
-        st.save_npy(layout.selected("accepted"), pairs[order])
-        st.save_npy(layout.selected("scores"), sel.pair_scores[order])
-        st.save_npy(layout.selected("rep_kept"), kept)
-        st.save_npy(layout.selected("rep_dup"), dup)
-        st.save_npy(layout.selected("rep_sim"), sim)
-        # the rounds and the pairs actually scored depend on how the rule was
-        # computed (passes on a CPU, rounds on a device): work, not results
-        return {"candidates": sel.comparisons, "rounds": None, "skipped": sel.skipped,
-                "unresolved": 0, "verified": int(pairs.size),
-                "units": max(1, score.calls[0]), "selection": sel.where,
-                "selection_rounds": sel.rounds, "selection_scored": sel.scored}
 
     def _priority(self):
         """Keep priority of the representatives: ``(pos_of_rank, best)``.

@@ -209,14 +209,17 @@ class RangeSelector:
                            int(sel.scored), sel.where)
 
 
-def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, score_fn,
+def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, scorer,
                  threshold: float, accept_all: bool = False,
                  select=greedy_select) -> RangeResult:
     """Decide one range: the rule (``select``, with :func:`greedy_select`'s
-    arguments) over its cut-down buckets; ``score_fn`` scores packed pairs of
-    global ranks."""
+    arguments) over its cut-down buckets. ``scorer(ranks)`` gives the
+    function that scores packed pairs of global ranks, for pairs among the
+    sorted global ``ranks`` the range reads (a store may load what they
+    need first)."""
     local = selector.problem(r0, entries, heads)
     ranks = local.ranks
+    score_fn = scorer(ranks)
 
     def score_local(packed):
         u, v = unpack_edges(packed)
@@ -287,6 +290,6 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
     selector = RangeSelector(np.concatenate(sizes) if sizes else np.zeros(0, np.int64), n,
                              limit, fixed)
     results = [select_range(selector, int(bounds[k]), np.concatenate(entries[k], axis=1),
-                            heads, score_fn, threshold, accept_all, select)
+                            heads, lambda ranks: score_fn, threshold, accept_all, select)
                for k in range(bounds.size - 1) if k in entries]
     return merge(results, n, selector)
