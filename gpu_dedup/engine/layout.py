@@ -49,6 +49,8 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
     select/                       written by select; read by assign
       accepted.npy, scores.npy    the accepted pairs and their similarity
       best.npy, rep_kept.npy, rep_dup.npy, rep_sim.npy   (greedy)
+      ranges/k{range}/removed.npy, duplicate_of.npy, similarity.npy, pairs.npy,
+                                  pair_scores.npy: what a range of ranks decided
       batches/k{range}/c{call}/b{i}.npy   one batch of scores of a range of
                                   ranks (greedy), batches/c{call}/b{i}.npy
                                   (components; disk store; + .done)
@@ -265,6 +267,15 @@ BATCH = ".npy"
 def selected(name: str) -> str:
     """The select stage's array ``name`` (of :data:`SELECTED_GREEDY`)."""
     return f"{SELECT}/{name}.npy"
+
+
+#: What the select stage keeps of each range of ranks it decided.
+RANGE_ARRAYS = ("removed", "duplicate_of", "similarity", "pairs", "pair_scores")
+
+
+def range_result(k: int, name: str) -> str:
+    """Array ``name`` (of :data:`RANGE_ARRAYS`) of what range ``k`` decided."""
+    return f"{SELECT}/ranges/k{k:05d}/{name}.npy"
 
 
 def range_batches(k: int) -> str:

@@ -387,8 +387,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         built once, chunk by chunk, when this process's tasks can read them
         and they fit a quarter of the budget (about 12 bytes a text byte):
         every round's scoring then reads them instead of building sets
-        again. None otherwise (tasks then build the sets of their own
-        batch)."""
+        again (a task builds those of the documents they lack). None
+        otherwise (tasks then build the sets of their own batch). The
+        handle's first array is the documents, sorted."""
         cfg = self.cfg
         if (not self.ex.shared_memory or not positions.size
                 or not (cfg.verify and cfg.similarity == "jaccard")):
@@ -413,6 +414,4 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 parts.append((tasks.host(self.be, so), tasks.host(self.be, sv)))
                 del off, data
             sets = (docs, *concat_csr(parts, np.uint64))
-        row = np.full(self.N, -1, dtype=np.int64)
-        row[docs] = np.arange(docs.size, dtype=np.int64)
-        return sets, row
+        return sets

@@ -9,6 +9,7 @@ holds every bucket, every window of scores or every shingle set.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -94,7 +95,7 @@ class SelectStage:
             return concat_csr(parts)
 
         floor = float(cfg.threshold) if cfg.verify else 0.0
-        results, calls = [], 0
+        results, ranges_run, calls = [], [], 0
         for k in range(bounds.size - 1):
             parts = []
             for i, g in enumerate(groups):
@@ -104,14 +105,20 @@ class SelectStage:
                     parts.append(e)
             if not parts:
                 continue
+            ranges_run.append(k)
             entries = np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0]
             del parts
             held = []
 
             def scorer(ranks, k=k, held=held):
-                pos = ranks if pos_of_rank is None else np.sort(pos_of_rank[ranks])
+                # the shingle sets of every document the range reads, or
+                # (when they would not fit) of its own: tasks build the rest
+                sets = self._shared_sets(self._positions(ranks, pos_of_rank))
+                if sets is None:
+                    own = ranks[np.searchsorted(ranks, bounds[k]):]
+                    sets = self._shared_sets(self._positions(own, pos_of_rank))
                 score = self._scorer(layout.range_batches(k), "select",
-                                     ScoreInputs(docs, blocks, self._shared_sets(pos)), floor)
+                                     ScoreInputs(docs, blocks, sets), floor)
                 held.append(score)
 
                 def score_ranks(packed):
@@ -121,17 +128,29 @@ class SelectStage:
                     return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
                 return score_ranks
 
-            results.append(select_range(selector, int(bounds[k]), entries, heads, scorer,
-                                        float(cfg.threshold), accept_all=not cfg.verify,
-                                        select=self.be.select))
+            res = select_range(selector, int(bounds[k]), entries, heads, scorer,
+                               float(cfg.threshold), accept_all=not cfg.verify,
+                               select=self.be.select)
+            for name in layout.RANGE_ARRAYS:       # kept in the store, not here
+                st.save_npy(layout.range_result(k, name), getattr(res, name))
+            results.append(dataclasses.replace(res, **{n: None for n in layout.RANGE_ARRAYS}))
+            del res
             for score in held:
                 calls += score.calls[0]
                 score.release()
             del entries, held
             release_memory()            # the range's arrays, back to the system
-        sel = merge(results, self.R, selector)
+        def load(r, k):
+            return dataclasses.replace(r, **{n: st.load_npy(layout.range_result(k, n))
+                                             for n in layout.RANGE_ARRAYS})
+        sel = merge((load(r, k) for r, k in zip(results, ranges_run)), self.R, selector)
         del results, selector
         return self._save_selection(sel, pos_of_rank, len(bounds) - 1, calls)
+
+    @staticmethod
+    def _positions(ranks: np.ndarray, pos_of_rank) -> np.ndarray:
+        """The representatives' positions of sorted ``ranks``, sorted."""
+        return ranks if pos_of_rank is None else np.sort(pos_of_rank[ranks])
 
     def _save_selection(self, sel, pos_of_rank, ranges: int, calls: int) -> dict:
         """The selection over ranks saved by representative position."""

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import unique
+from ..arrays import concat_csr, unique
 from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
@@ -473,25 +473,8 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
         db = np.array(reps[ib])
         del reps
         if inputs.sets is not None:
-            sets, row = inputs.sets
-            ra, rb = row[da], row[db]
-            if (ra >= 0).all() and (rb >= 0).all():
-                return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)),
-                                  dtype=np.float64)
-        documents = inputs.docs
-        docs = unique(np.concatenate([da, db]))
-        ci = documents.chunk_of(docs[[0, -1]])
-        if ci[0] == ci[1]:
-            # one chunk: its own buffers (no copy; a device may hold them already)
-            c = int(ci[0])
-            text = layout.chunk_file(documents.chunks[c]["key"], layout.TEXT)
-            off, data = ctx.store.buffers(text)
-            d0 = int(documents.starts[c])
-            la, lb = da - d0, db - d0
-        else:
-            off, data = text_buffers(gather(ctx, documents, docs, layout.TEXT))
-            la = np.searchsorted(docs, da).astype(np.int64)
-            lb = np.searchsorted(docs, db).astype(np.int64)
+            return _score_with(ctx, be, inputs, da, db, floor)
+        off, data, la, lb = _text_of(ctx, inputs.docs, da, db)
         return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
                                               la, lb)), dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
@@ -499,6 +482,52 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
                                                       np.searchsorted(pos, ib))),
                       dtype=np.float64)
+
+
+def _text_of(ctx: Ctx, documents: Documents, da: np.ndarray, db: np.ndarray):
+    """The text buffers that hold the documents ``da`` and ``db`` (global
+    indices), and their rows there: ``(off, data, la, lb)``."""
+    docs = unique(np.concatenate([da, db]))
+    ci = documents.chunk_of(docs[[0, -1]])
+    if ci[0] == ci[1]:
+        # one chunk: its own buffers (no copy; a device may hold them already)
+        c = int(ci[0])
+        off, data = ctx.store.buffers(layout.chunk_file(documents.chunks[c]["key"], layout.TEXT))
+        d0 = int(documents.starts[c])
+        return off, data, da - d0, db - d0
+    off, data = text_buffers(gather(ctx, documents, docs, layout.TEXT))
+    return (off, data, np.searchsorted(docs, da).astype(np.int64),
+            np.searchsorted(docs, db).astype(np.int64))
+
+
+def _score_with(ctx: Ctx, be, inputs: ScoreInputs, da, db, floor: float) -> np.ndarray:
+    """Exact Jaccard of ``da[e]``, ``db[e]`` from the shared shingle sets;
+    the sets of the documents they lack are built here, for this batch."""
+    sets = inputs.sets
+    have = sets[0]
+    ra = _row_in(have, da)
+    rb = _row_in(have, db)
+    lack = unique(np.concatenate([da[ra < 0], db[rb < 0]]))
+    if lack.size:
+        cfg = ctx.cfg
+        off, data, la, _ = _text_of(ctx, inputs.docs, lack, lack[:0])
+        _, so, sv = be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, la)
+        del off, data
+        s_off, s_val = concat_csr([(host(be, sets[1]), host(be, sets[2])),
+                                   (host(be, so), host(be, sv))], np.uint64)
+        sets = (None, s_off, s_val)
+        extra = have.size
+        ra = np.where(ra < 0, extra + np.searchsorted(lack, da), ra)
+        rb = np.where(rb < 0, extra + np.searchsorted(lack, db), rb)
+    return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)), dtype=np.float64)
+
+
+def _row_in(sorted_docs: np.ndarray, docs: np.ndarray) -> np.ndarray:
+    """The row of each of ``docs`` in ``sorted_docs``; -1 where absent."""
+    at = np.searchsorted(sorted_docs, docs)
+    ok = at < sorted_docs.size
+    ok[ok] = sorted_docs[at[ok]] == docs[ok]
+    return np.where(ok, at, -1).astype(np.int64)
 
 
 def edges_digest(edges: np.ndarray) -> str:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..arrays import concat_csr
+from ..arrays import concat_csr, unique
 from .lsh import distinct_buckets, pack_edges, take_buckets, unpack_edges
 from .select import WINDOW, Selection, greedy_select
 
@@ -147,6 +147,7 @@ class RangeSelector:
         np.cumsum(np.minimum(sizes, self.limit), out=self.k_off[1:])
         self.klist = np.empty(int(self.k_off[-1]), dtype=np.int64)
         self.kept = np.ones(int(self.n), dtype=bool)
+        self.sizes = None               # the kept lists' room says all that is needed
 
     def problem(self, r0: int, entries: np.ndarray, heads) -> _Local:
         """The rule's input for the range starting at ``r0``: ``entries``
@@ -154,8 +155,11 @@ class RangeSelector:
         ``heads(buckets) -> (h_off, h_members)`` the first ``WINDOW * limit``
         members of global buckets."""
         bkt, rank = entries[0], entries[1]
-        touched, t_of = np.unique(bkt, return_inverse=True)
-        t_of = t_of.astype(np.int64).ravel()
+        first = np.ones(bkt.size, dtype=bool)
+        first[1:] = bkt[1:] != bkt[:-1]
+        touched = bkt[first]
+        t_of = np.cumsum(first) - 1
+        del first
         h_off, h_mem = heads(touched)
         h_t = np.repeat(np.arange(touched.size, dtype=np.int64), np.diff(h_off))
         early = h_mem < r0
@@ -172,7 +176,7 @@ class RangeSelector:
         new = np.ones(t.size, dtype=bool)
         new[1:] = (t[1:] != t[:-1]) | (r[1:] != r[:-1])
         t, r = t[new], r[new]
-        ranks = np.unique(r)
+        ranks = unique(r)
         fixed = int(np.searchsorted(ranks, max(int(r0), self.fixed)))
         off = np.zeros(touched.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(t, minlength=touched.size), out=off[1:])
@@ -199,7 +203,7 @@ class RangeSelector:
         first[1:] = kb[1:] != kb[:-1]
         at = np.arange(kb.size, dtype=np.int64)
         slot = self.kcount[kb] + at - at[np.flatnonzero(first)][np.cumsum(first) - 1]
-        room = slot < np.minimum(self.sizes[kb], self.limit)
+        room = slot < self.k_off[kb + 1] - self.k_off[kb]
         self.klist[self.k_off[kb[room]] + slot[room]] = kr[room]
         at_first = np.flatnonzero(first)
         self.kcount[kb[at_first]] += np.diff(np.append(at_first, kb.size))
@@ -231,21 +235,25 @@ def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, s
     return selector.decide(local, sel)
 
 
-def merge(results: list, n: int, selector: RangeSelector) -> Selection:
-    """The ranges' results as one :class:`Selection` over ranks ``0 .. n - 1``."""
+def merge(results, n: int, selector: RangeSelector) -> Selection:
+    """The ranges' results (an iterable: each may be loaded as it comes) as
+    one :class:`Selection` over ranks ``0 .. n - 1``."""
     dup = np.full(n, -1, dtype=np.int64)
     sim = np.full(n, np.nan)
+    pairs, scores, counts, where = [], [], np.zeros(4, dtype=np.int64), None
     for r in results:
         dup[r.removed] = r.duplicate_of
         sim[r.removed] = r.similarity
-    pairs = np.concatenate([r.pairs for r in results] or [np.zeros(0, np.uint64)])
-    scores = np.concatenate([r.pair_scores for r in results] or [np.zeros(0)])
+        pairs.append(r.pairs)
+        scores.append(r.pair_scores)
+        counts += (r.comparisons, r.skipped, r.rounds, r.scored)
+        where = r.where if where is None else where
+    pairs = np.concatenate(pairs) if pairs else np.zeros(0, np.uint64)
+    scores = np.concatenate(scores) if scores else np.zeros(0)
     order = np.argsort(pairs, kind="stable")
     return Selection(selector.kept.copy(), dup, sim, pairs[order], scores[order],
-                     sum(r.comparisons for r in results), sum(r.skipped for r in results),
-                     sum(r.rounds for r in results),
-                     results[0].where if results else "host",
-                     sum(r.scored for r in results))
+                     int(counts[0]), int(counts[1]), int(counts[2]), where or "host",
+                     int(counts[3]))
 
 
 def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
