@@ -266,6 +266,8 @@ class PeakMonitor:
         self.interval = interval
         self.peaks: dict[str, int] = {}
         self.overall = 0
+        #: this process's own peak over the stages (its children apart)
+        self.own = 0
         self._current = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -324,9 +326,11 @@ class PeakMonitor:
             self.sample()
             with self._lock:
                 peak = self._current
+            own = peak_rss_self() if self._hwm_ok else process_rss()
+            with self._lock:
+                self.own = max(self.own, own)
             if self._hwm_ok:
                 # this process's exact peak, plus what its children held
-                own = peak_rss_self()
                 kids = sum(process_rss(p) for p in tree_pids()[1:])
                 peak = max(peak, own + kids)
             with self._lock:

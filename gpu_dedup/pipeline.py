@@ -109,13 +109,17 @@ class Dedup:
         plan = s.plan
         stats = runner.stats()
         memory = memory_report(s)
-        peak = memory["peak_rss_total_bytes"]
-        memory["measured"] = "resident set of this process and its children"
+        memory["measured"] = ("stages: resident set of this process and its children; "
+                              "processes: each one's own")
         memory["device_peak_bytes"] = stats.get("device_peak_bytes")  # None: no device
         memory["warning"] = None
-        if peak > PEAK_WARNING * plan.budget:
-            memory["warning"] = (f"peak resident memory {format_size(peak)} exceeded "
-                                 f"{PEAK_WARNING:g}x the budget of {format_size(plan.budget)}")
+        over = [p for p in memory["processes"]
+                if p["limit_bytes"] and p["peak_rss_bytes"] > PEAK_WARNING * p["limit_bytes"]]
+        if over:
+            p = over[0]
+            memory["warning"] = (f"peak resident memory {format_size(p['peak_rss_bytes'])} of "
+                                 f"the {p['role']} (pid {p['pid']}) exceeded {PEAK_WARNING:g}x "
+                                 f"its budget of {format_size(p['limit_bytes'])}")
             log.warning("%s; pass a larger --memory-limit", memory["warning"])
         work = {**work_report(runner, s),
                 # on a device: documents whose normalization needed the host (not ASCII)

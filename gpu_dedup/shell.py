@@ -145,10 +145,15 @@ class Command(Protocol):
 
 
 def memory_report(s: Session) -> dict:
-    """The budget and the peak resident memory of each stage."""
+    """The budget, the peak resident memory of each stage (this process and
+    its children), and of each process by role: the driver (this process)
+    and the executor's workers, each beside its limit."""
+    processes = [{"role": "driver", "pid": os.getpid(), "peak_rss_bytes": s.monitor.own,
+                  "limit_bytes": s.plan.budget}] + s.executor.process_peaks()
     return {"limit_bytes": s.plan.budget, "limit": format_size(s.plan.budget),
             "peak_rss_bytes": dict(s.monitor.peaks),
-            "peak_rss_total_bytes": max(s.monitor.peaks.values(), default=0)}
+            "peak_rss_total_bytes": max(s.monitor.peaks.values(), default=0),
+            "processes": processes}
 
 
 def work_report(runner, s: Session) -> dict:

@@ -173,6 +173,11 @@ class Executor:
     def describe(self) -> dict:
         return {"scheduler": self.name, "workers": self.concurrency}
 
+    def process_peaks(self) -> list:
+        """The peak resident memory of each worker process of the executor
+        (none: its tasks run in this process)."""
+        return []
+
     def close(self) -> None:
         pass
 
@@ -250,7 +255,9 @@ class DaskCluster(Executor):
     """A ``distributed`` client: a local cluster of worker processes, a local
     Dask-CUDA cluster, or a running scheduler at ``tcp://HOST:PORT``."""
 
-    def __init__(self, spec: str, workers: int | None = None, device: str = "cpu"):
+    def __init__(self, spec: str, workers: int | None = None, device: str = "cpu",
+                 memory_limit: int | None = None):
+        self.memory_limit = memory_limit
         try:
             from distributed import Client
         except ImportError as exc:
@@ -275,13 +282,23 @@ class DaskCluster(Executor):
             else:
                 from distributed import LocalCluster
                 n = int(workers or os.cpu_count() or 1)
-                self._cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True,
-                                             host="127.0.0.1",
-                                             dashboard_address="127.0.0.1:0",
-                                             scheduler_kwargs={"dashboard": False},
-                                             memory_limit=0, silence_logs=logging.ERROR)
+                import dask
+                # each worker is given the run's budget as its limit, which
+                # the report holds it to; Dask's own reactions to a limit
+                # (spilling, pausing, restarting) would only stall our tasks
+                with dask.config.set({"distributed.worker.memory.target": False,
+                                      "distributed.worker.memory.spill": False,
+                                      "distributed.worker.memory.pause": False,
+                                      "distributed.worker.memory.terminate": False}):
+                    self._cluster = LocalCluster(n_workers=n, threads_per_worker=1,
+                                                 processes=True, host="127.0.0.1",
+                                                 dashboard_address="127.0.0.1:0",
+                                                 scheduler_kwargs={"dashboard": False},
+                                                 memory_limit=int(self.memory_limit or 0),
+                                                 silence_logs=logging.ERROR)
                 self.kind = "distributed LocalCluster"
             self.client = Client(self._cluster)
+            self.client.run(_reset_peak)        # fresh processes: from here on
         else:
             self.kind = "remote scheduler"
             check_scheduler(spec)
@@ -332,6 +349,18 @@ class DaskCluster(Executor):
         return {"scheduler": self.name, "kind": self.kind, "workers": self.workers,
                 "threads": self.concurrency, "address": self.client.scheduler.address}
 
+    def process_peaks(self) -> list:
+        """Each worker's peak resident memory since the executor started
+        (``VmHWM``), beside its memory limit (None: the worker has none)."""
+        got = self.client.run(_own_peak)
+        info = self.client.scheduler_info(n_workers=-1) if _takes_n_workers(self.client) \
+            else self.client.scheduler_info()
+        ws = info.get("workers", {})
+        return [{"role": "worker", "address": addr, "pid": r["pid"],
+                 "peak_rss_bytes": r["peak"],
+                 "limit_bytes": int(ws.get(addr, {}).get("memory_limit") or 0) or None}
+                for addr, r in sorted(got.items())]
+
     def close(self) -> None:
         client = getattr(self, "client", None)
         if client is not None:
@@ -344,6 +373,18 @@ class DaskCluster(Executor):
         if logs is not None:
             logs[0].setLevel(logs[1])
             self._logs = None
+
+
+def _own_peak() -> dict:
+    """On a worker: its process id and peak resident memory."""
+    from ..memory import peak_rss_self
+    return {"pid": os.getpid(), "peak": peak_rss_self()}
+
+
+def _reset_peak() -> bool:
+    """On a worker: start its peak resident memory afresh."""
+    from ..memory import reset_peak_self
+    return reset_peak_self()
 
 
 def _takes_n_workers(client) -> bool:
@@ -369,8 +410,9 @@ def _cuda_cluster(workers):
 
 
 def make_executor(scheduler: str = "none", workers: int | None = None,
-                  device: str = "cpu") -> Executor:
-    """The executor for ``--scheduler`` (see the module docstring)."""
+                  device: str = "cpu", memory_limit: int | None = None) -> Executor:
+    """The executor for ``--scheduler`` (see the module docstring);
+    ``memory_limit``: each local worker process's limit (``processes``)."""
     spec = parse_scheduler(scheduler)
     if workers is not None and int(workers) < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
@@ -378,4 +420,4 @@ def make_executor(scheduler: str = "none", workers: int | None = None,
         return InProcess()
     if spec == "threads":
         return DaskThreads(workers)
-    return DaskCluster(spec, workers, device)
+    return DaskCluster(spec, workers, device, memory_limit)

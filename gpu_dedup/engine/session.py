@@ -56,7 +56,7 @@ def session(name: str, key: dict, *, measured: int, budget: int, spec: str, work
     executor = None
     store = None
     try:
-        executor = make_executor(spec, workers, device)
+        executor = make_executor(spec, workers, device, memory_limit=budget)
         force = ("a work directory was asked for" if work_dir is not None or keep_work_dir
                  else "")
         plan = make_plan(budget, executor.concurrency, measured,
