@@ -280,7 +280,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
     k.window_round(m.d_rank, d_bkt, w_pos, b_off, members, WINDOW * limit, woff, out)
     del w_pos, woff
     # pairs as v << 32 | u: a document's side by side, at voff[v]:voff[v + 1]
-    keys = xp.unique(out)
+    keys = unique(out) if xp is np else xp.unique(out)
     del out
     voff = xp.searchsorted(keys, xp.arange(n + 1, dtype=xp.uint64) << xp.uint64(32))
     voff = voff.astype(i64)
@@ -294,7 +294,7 @@ def greedy_rounds(xp, k, bucket_off, members, n: int, score_fn, threshold: float
         out = xp.empty(int(moff[-1]), dtype=xp.uint64)
         k.missing_round(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
                         *memo, threshold, accept_all, out)
-        new = xp.unique(out)
+        new = unique(out) if xp is np else xp.unique(out)
         s = xp.asarray(_scores(score_fn, to_host(_swap(new))))
         mk = xp.concatenate([memo[0], new])
         order = xp.argsort(mk)
@@ -384,7 +384,7 @@ def _membership(xp, bucket_off, members, n: int, fixed: int) -> _Members:
     d_off = xp.zeros(n + 1, dtype=xp.int64)
     if n:
         xp.cumsum(xp.bincount(mem, minlength=n), out=d_off[1:])
-    todo = xp.unique(mem)
+    todo = unique(mem) if xp is np else xp.unique(mem)    # NumPy's own hashes: slower
     todo = todo[todo >= fixed]
     return _Members(members, xp.ascontiguousarray(b_off), sizes, seg, mem, ent, d_off, d_bkt,
                     d_pos, d_rank, todo)
