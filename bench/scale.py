@@ -3,38 +3,53 @@
     python bench/scale.py                       # 1M, 3M and 10M documents, 4 GiB
     python bench/scale.py --sizes 100000,300000 --budget 1GiB --skip-real --skip-resume
     python bench/scale.py --heavy --skip-scale --skip-real --skip-resume   # heavy duplication
+    python bench/scale.py --cluster --skip-scale --skip-real --skip-resume # a Dask cluster
 
-Three measurements, each a fresh process started by this small one (so its
-peak resident memory is its own, read from ``wait4``) running
-:func:`gpu_dedup.pipeline.run` with the default configuration (char
-5-grams after NFKC, lower-casing and whitespace folding, 128 hashes,
-threshold 0.8):
+Each run is a fresh process started by this small one (its peak resident
+memory is its own, from ``wait4``) running :func:`gpu_dedup.pipeline.run` with
+the default configuration (char 5-grams after NFKC, lower-casing and
+whitespace folding, 128 hashes, threshold 0.8). ``bench/generate.py`` makes
+the corpora: words of a made-up 60,000-word vocabulary with Zipfian
+frequencies (and dates and numbers), log-normal lengths around the mean size
+asked for, clusters of near-duplicates (words substituted, inserted or
+deleted, dates and numbers changed, headers and footers added) and exact
+copies, shuffled so copies are not next to their originals.
 
-1. **Scale**: generated corpora of about 500-byte documents
-   (``bench/generate.py``: Zipfian words, near-duplicate clusters, exact
-   copies) of each size, with the budget ``--budget``; the table gives the
-   seconds of the whole process, documents per second, the peak resident
-   memory of the process tree and its ratio to the budget, and the ratio of
-   the largest size's time to the smallest's.
+1. **Scale**: ~500-byte documents at each of ``--sizes`` under ``--budget``:
+   seconds, documents per second, peak resident memory of the process tree
+   and of the driver alone (``memory.processes``), the tree's over the budget,
+   the work directory's bytes per document (kept, ``keep_work_dir=True``,
+   summed, then deleted), the ranges of ranks greedy selection decided one
+   after the other (``work.selection_ranges``), and the largest size's time
+   over the smallest's.
 2. **Real short documents** (``--real``, default the million-document
-   ``debian-short`` corpus of ``bench/corpora.py``) under ``--real-budget``
-   (1 GiB): peak memory, and clusters.parquet and pairs.parquet compared byte
-   for byte with the in-memory ``gpu-dedup run`` of the same file.
-3. **Resume**: the same run killed with SIGKILL halfway through (half the
-   seconds of a full run) and started again: the second start's seconds
-   beside the full run's, and the outputs compared byte for byte.
+   ``debian-short`` corpus of ``bench/corpora.py``) under ``--real-budget``:
+   peak memory, and clusters.parquet and pairs.parquet compared byte for byte
+   with the in-memory ``gpu-dedup run`` of the same file.
+3. **Resume**: the same run killed with SIGKILL halfway through and started
+   again: the second start's seconds beside the full run's, outputs compared.
+4. **Heavy duplication** (``--heavy``): short documents (``--heavy-mean-bytes``)
+   in clusters of Pareto-distributed size up to 100,000 copies (:data:`HEAVY`),
+   at ``--heavy-sizes`` under ``--heavy-budget``, in the scale table's columns.
+5. **A Dask cluster** (``--cluster``): a scheduler and ``--cluster-workers``
+   workers (``--nthreads 1 --nworkers 1 --memory-limit`` ``--cluster-budget``),
+   processes of their own on loopback with Dask's spilling, pausing and
+   restarting off, fresh for each run and torn down after it; ``--cluster-size``
+   documents (the heavy corpus unless ``--no-cluster-heavy``) under the same
+   budget, beside one process: seconds, the driver's peak, each worker's peak
+   and limit, whether clusters.parquet, pairs.parquet and data/ are the same
+   bytes; and the driver's peak at the full size over its peak at a third of
+   it (at most 1.10).
 
-4. **Heavy duplication** (``--heavy``): generated short documents in
-   clusters of Pareto-distributed size up to 100,000 near and exact copies
-   (:data:`HEAVY`), at ``--heavy-sizes`` under ``--heavy-budget``.
-
-Figures are printed as Markdown tables and saved as the ``out-of-core``
-section of bench/RESULTS.md (the heavy-duplication runs as the
-``heavy-duplication`` section), through ``bench/results.py``.
+Figures are printed as Markdown tables and saved as sections of
+bench/RESULTS.md through ``bench/results.py``: ``out-of-core``,
+``heavy-duplication`` (``--heavy``) and ``dask-cluster`` (``--cluster``).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import filecmp
 import json
 import os
 import shutil
@@ -54,14 +69,14 @@ a = json.loads(sys.argv[1])
 if __name__ == "__main__":
     r = run(a["inputs"], a["output"], Config(), memory_limit=a["budget"],
                    work_dir=a.get("work"), overwrite=True, scheduler=a.get("scheduler", "none"),
-                   workers=a.get("workers"))
+                   workers=a.get("workers"), keep_work_dir=a.get("keep", False))
     keep = ("documents", "edges", "clusters", "seconds", "memory", "work", "scheduler")
     print("REPORT " + json.dumps({k: r[k] for k in keep}))
 """
 
 
-def gib(n: float) -> str:
-    return f"{n / 2 ** 30:.2f} GiB"
+def gib(n: float | None) -> str:
+    return "–" if n is None else f"{n / 2 ** 30:.2f} GiB"
 
 
 def measured(cmd: list[str], kill_after: float | None = None) -> dict:
@@ -103,8 +118,10 @@ def measured(cmd: list[str], kill_after: float | None = None) -> dict:
             "max_rss": usage.ru_maxrss * 1024, "stderr": stderr[-3000:]}
 
 
-def staged_cmd(inputs, output, budget, work=None) -> list[str]:
-    args = {"inputs": inputs, "output": output, "budget": budget, "work": work}
+def staged_cmd(inputs, output, budget, work=None, keep: bool = False, scheduler: str = "none",
+               workers: int | None = None) -> list[str]:
+    args = {"inputs": inputs, "output": output, "budget": budget, "work": work, "keep": keep,
+            "scheduler": scheduler, "workers": workers}
     return [sys.executable, "-c", CHILD, json.dumps(args)]
 
 
@@ -163,6 +180,73 @@ def peak_of(r: dict) -> int:
     return max(sampled, r["max_rss"])
 
 
+def tree_bytes(path: str | None) -> int:
+    """The sizes of every file under ``path`` added up (0: no such folder)."""
+    return sum(os.path.getsize(os.path.join(folder, name))
+               for folder, _, files in os.walk(path or "") for name in files)
+
+
+def same_files(a: str, b: str) -> bool:
+    """Whether two folders hold the same files (relative names) with the same bytes."""
+    names = [sorted(os.path.relpath(os.path.join(folder, name), root)
+                    for folder, _, files in os.walk(root) for name in files) for root in (a, b)]
+    return (os.path.isdir(a) and os.path.isdir(b) and names[0] == names[1]
+            and all(filecmp.cmp(os.path.join(a, n), os.path.join(b, n), shallow=False)
+                    for n in names[0]))
+
+
+def _processes(report: dict | None, role: str) -> list[dict]:
+    procs = ((report or {}).get("memory") or {}).get("processes") or []
+    return sorted((p for p in procs if p.get("role") == role), key=lambda p: p.get("address") or "")
+
+
+def driver_peak(report: dict | None) -> int | None:
+    """The driver's own peak resident memory from ``memory.processes``."""
+    return next((p["peak_rss_bytes"] for p in _processes(report, "driver")), None)
+
+
+def worker_peaks(report: dict | None) -> list[dict]:
+    """The workers of ``memory.processes``, by address."""
+    return _processes(report, "worker")
+
+
+def workers_cell(report: dict | None) -> str:
+    """Each worker's peak beside its limit, for a table cell."""
+    return ", ".join(f"{gib(p['peak_rss_bytes'])} / "
+                     f"{gib(p['limit_bytes']) if p.get('limit_bytes') else 'no limit'}"
+                     for p in worker_peaks(report)) or "–"
+
+
+#: The most the driver's peak may grow from a third of the cluster size to all of it.
+DRIVER_GROWTH = 1.10
+
+
+def driver_growth(big: int, small: int) -> tuple[float, bool]:
+    """``big / small`` and whether it is within :data:`DRIVER_GROWTH`."""
+    return big / small, big / small <= DRIVER_GROWTH
+
+
+def _dask(bin_dir: str, command: str) -> list[str]:
+    script = os.path.join(bin_dir, "dask")
+    if os.path.isfile(script) and os.access(script, os.X_OK):
+        return [script, command]
+    return [sys.executable, "-m", f"distributed.cli.dask_{command}"]
+
+
+def scheduler_cmd(scheduler_file: str, bin_dir: str) -> list[str]:
+    """A Dask scheduler on loopback that writes its address to ``scheduler_file``."""
+    return _dask(bin_dir, "scheduler") + ["--host", "127.0.0.1", "--port", "0",
+                                          "--scheduler-file", scheduler_file, "--no-dashboard"]
+
+
+def worker_cmd(scheduler_file: str, limit: str, scratch: str, bin_dir: str) -> list[str]:
+    """One single-threaded Dask worker process with memory limit ``limit``."""
+    return _dask(bin_dir, "worker") + ["--host", "127.0.0.1", "--nthreads", "1",
+                                       "--nworkers", "1", "--memory-limit", limit,
+                                       "--scheduler-file", scheduler_file,
+                                       "--local-directory", scratch, "--no-dashboard"]
+
+
 def warm_up(out_root: str) -> None:
     """Fill Numba's on-disk cache so no timed run compiles."""
     src = os.path.join(out_root, "warm.jsonl")
@@ -182,27 +266,38 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
     for n in [int(x) for x in sizes.split(",")]:
         src = ensure_generated(n, mean_bytes, heavy)
         out = os.path.join(out_root, f"scale-{n}")
-        r = measured(staged_cmd([src], out, budget_spec, os.path.join(out_root, "work")))
+        r = measured(staged_cmd([src], out, budget_spec, os.path.join(out_root, "work"),
+                                keep=True))
         if r["rc"] != 0:
             sys.exit(f"run of {n} documents failed:\n{r['stderr']}")
         rep = r["report"]
+        work_bytes = tree_bytes(rep["work"].get("dir"))     # kept: measured, then deleted
+        if rep["work"].get("dir"):
+            shutil.rmtree(rep["work"]["dir"], ignore_errors=True)
         budget = rep["memory"]["limit_bytes"]
         peak = peak_of(r)
         row = {"documents": n, "bytes": os.path.getsize(src), "seconds": r["seconds"],
                "docs_per_s": n / r["seconds"], "peak_rss": peak, "budget": budget,
+               "driver_peak_rss": driver_peak(rep), "processes": rep["memory"].get("processes"),
+               "work_bytes": work_bytes, "work_bytes_per_doc": work_bytes / n,
+               "selection_ranges": rep["work"].get("selection_ranges"),
                "stage_seconds": rep["seconds"], "stage_peaks": rep["memory"]["peak_rss_bytes"],
                "chunks": rep["work"]["chunks"], "units": rep["work"]["units"],
                "removed": rep["documents"]["removed"]}
         rows.append(row)
         print(f"{n:>12,} docs  {r['seconds']:9.1f} s  {row['docs_per_s']:9,.0f} docs/s  "
-              f"peak {gib(peak)} ({peak / budget:.2f}x budget)", flush=True)
+              f"peak {gib(peak)} ({peak / budget:.2f}x budget), driver "
+              f"{gib(row['driver_peak_rss'])}; work directory {work_bytes / n:,.0f} bytes/doc; "
+              f"{row['selection_ranges']} selection range(s)", flush=True)
         shutil.rmtree(out, ignore_errors=True)
-    lines = ["| documents | input | seconds | docs/s | peak RSS (tree) | peak / budget |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| documents | input | seconds | docs/s | peak RSS (tree) | driver's peak | "
+             "peak / budget | work directory bytes / doc | selection ranges |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row['documents']:,} | {row['bytes'] / 2 ** 30:.2f} GiB | "
                      f"{row['seconds']:.1f} | {row['docs_per_s']:,.0f} | {gib(row['peak_rss'])} | "
-                     f"{row['peak_rss'] / row['budget']:.2f} |")
+                     f"{gib(row['driver_peak_rss'])} | {row['peak_rss'] / row['budget']:.2f} | "
+                     f"{row['work_bytes_per_doc']:,.0f} | {row['selection_ranges'] or '–'} |")
     if len(rows) > 1:
         ratio = rows[-1]["seconds"] / rows[0]["seconds"]
         size_ratio = rows[-1]["documents"] / rows[0]["documents"]
@@ -297,6 +392,128 @@ def run_resume(args, out_root: str, src: str | None) -> tuple[dict, str]:
     return res, md
 
 
+#: Dask's spilling, pausing and restarting at a worker's memory limit turned
+#: off, as in gpu-dedup's own local cluster: the report holds each worker to it.
+NO_DASK_MEMORY_MANAGEMENT = {f"DASK_DISTRIBUTED__WORKER__MEMORY__{k}": "False"
+                             for k in ("TARGET", "SPILL", "PAUSE", "TERMINATE")}
+
+WAIT_FOR_WORKERS = ("import sys; from distributed import Client; c = Client(scheduler_file="
+                    "sys.argv[1], timeout='60s'); c.wait_for_workers(int(sys.argv[2]), "
+                    "timeout=120); c.close()")      # the client waits for the file first
+
+
+def _stop(procs: list) -> None:
+    """Terminate the workers, then the scheduler; kill the group of any alive after 20 s."""
+    for group in (procs[1:], procs[:1]):
+        for p in group:
+            if p.poll() is None:
+                p.terminate()
+        for p in group:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(p.pid, signal.SIGKILL)     # its own session: its group is its pid
+                p.wait()
+
+
+@contextlib.contextmanager
+def dask_cluster(n_workers: int, limit: str, root: str):
+    """A Dask scheduler and ``n_workers`` workers on loopback, each in a session of
+    its own; yields the scheduler's address, tears them all down on leaving."""
+    shutil.rmtree(root, ignore_errors=True)
+    os.makedirs(root)
+    sfile, bin_dir = os.path.join(root, "scheduler.json"), os.path.dirname(sys.executable)
+    env = dict(os.environ, **NO_DASK_MEMORY_MANAGEMENT)
+    cmds = [("scheduler", scheduler_cmd(sfile, bin_dir))] + [
+        (f"worker-{i}", worker_cmd(sfile, limit, os.path.join(root, f"scratch-{i}"), bin_dir))
+        for i in range(n_workers)]
+    procs = []
+    try:
+        for name, cmd in cmds:
+            with open(os.path.join(root, f"{name}.log"), "w") as log:
+                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                              env=env, start_new_session=True))
+        try:
+            rc = subprocess.run([sys.executable, "-c", WAIT_FOR_WORKERS, sfile, str(n_workers)],
+                                timeout=300).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timed out"
+        if rc != 0:
+            sys.exit(f"a Dask scheduler and {n_workers} workers did not start ({rc}); their "
+                     f"logs are in {root}")
+        with open(sfile) as f:
+            address = json.load(f)["address"]
+        yield address
+    finally:
+        _stop(procs)
+
+
+def run_cluster(args, out_root: str) -> tuple[dict, str]:
+    n, nw, budget = args.cluster_size, args.cluster_workers, args.cluster_budget
+    heavy = args.cluster_heavy
+    mean_bytes = args.heavy_mean_bytes if heavy else args.mean_bytes
+
+    def one(size: int, tag: str, cluster: bool) -> tuple[str, dict]:
+        src = ensure_generated(size, mean_bytes, heavy)
+        out = os.path.join(out_root, f"cluster-{tag}")
+        work = os.path.join(out_root, f"work-cluster-{tag}")
+        shutil.rmtree(work, ignore_errors=True)
+        if cluster:
+            with dask_cluster(nw, budget, os.path.join(out_root, f"dask-{tag}")) as address:
+                r = measured(staged_cmd([src], out, budget, work, scheduler=address, workers=nw))
+        else:
+            r = measured(staged_cmd([src], out, budget, work))
+        if r["rc"] != 0:
+            sys.exit(f"{tag} run of {size} documents failed:\n{r['stderr']}")
+        rep = r["report"]
+        row = {"run": f"{nw} workers" if cluster else "one process", "documents": size,
+               "seconds": r["seconds"], "peak_rss": peak_of(r), "driver_peak_rss": driver_peak(rep),
+               "budget": rep["memory"]["limit_bytes"], "workers": worker_peaks(rep),
+               "workers_cell": workers_cell(rep), "scheduler": rep["scheduler"],
+               "removed": rep["documents"]["removed"],
+               "selection_ranges": rep["work"].get("selection_ranges")}
+        print(f"{row['run']}: {size:,} docs  {r['seconds']:.1f} s  driver "
+              f"{gib(row['driver_peak_rss'])}; workers {row['workers_cell']}", flush=True)
+        return out, row
+
+    cl_out, cl = one(n, "full", True)
+    one_out, single = one(n, "one-process", False)
+    parquet = same_outputs(cl_out, one_out)
+    data = same_files(os.path.join(cl_out, "data"), os.path.join(one_out, "data"))
+    same = parquet and data
+    small_n = max(1, n // 3)
+    small_out, small = one(small_n, "third", True)
+    ratio, ok = driver_growth(cl["driver_peak_rss"], small["driver_peak_rss"])
+    for out in (cl_out, one_out, small_out):
+        shutil.rmtree(out, ignore_errors=True)
+    lines = ["| run | documents | seconds | driver's peak | driver's peak / budget | "
+             "each worker: peak / limit | same bytes as one process |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    for row, verdict in ((cl, "yes" if same else "no"), (single, "(itself)"), (small, "–")):
+        lines.append(f"| {row['run']} | {row['documents']:,} | {row['seconds']:.1f} | "
+                     f"{gib(row['driver_peak_rss'])} | "
+                     f"{row['driver_peak_rss'] / row['budget']:.2f} | {row['workers_cell']} | "
+                     f"{verdict} |")
+    lines += ["", f"Same bytes (clusters.parquet, pairs.parquet and every file under data/, "
+              f"cluster beside one process): **{'yes' if same else 'no'}**. The driver's peak "
+              f"at {n:,} documents over its peak at {small_n:,}: **{ratio:.2f}x** (at most "
+              f"{DRIVER_GROWTH:.2f}: {'yes' if ok else 'no'})."]
+    res = {"documents": n, "budget": budget, "workers": nw, "heavy": heavy,
+           "rows": [cl, single, small], "same_outputs": parquet, "same_data": data,
+           "driver_growth": ratio, "driver_growth_ok": ok}
+    return res, "\n".join(lines)
+
+
+def save(section: str, text: str, data: dict, argv) -> None:
+    """``text`` as a section of bench/RESULTS.md under the command and machine; ``data`` too."""
+    sys.path.insert(0, HERE)
+    import results  # bench/results.py
+    data["machine"] = results.machine()
+    results.save(section, f"`python bench/scale.py {' '.join(argv or sys.argv[1:])}`; "
+                          f"{results.machine_line(data['machine'])}.\n\n{text}", data)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,3000000,10000000")
@@ -311,6 +528,13 @@ def main(argv=None) -> int:
     ap.add_argument("--heavy-sizes", default="1000000,3000000")
     ap.add_argument("--heavy-budget", default="1GiB")
     ap.add_argument("--heavy-mean-bytes", type=int, default=60)
+    ap.add_argument("--cluster", action="store_true",
+                    help="also a Dask cluster on loopback beside one process (its own section)")
+    ap.add_argument("--cluster-size", type=int, default=3000000)
+    ap.add_argument("--cluster-budget", default="1GiB")
+    ap.add_argument("--cluster-workers", type=int, default=2)
+    ap.add_argument("--cluster-heavy", action=argparse.BooleanOptionalAction, default=True,
+                    help="the heavy-duplication corpus (default) or the scale corpus")
     ap.add_argument("--skip-scale", action="store_true")
     ap.add_argument("--skip-real", action="store_true")
     ap.add_argument("--skip-resume", action="store_true")
@@ -347,22 +571,27 @@ def main(argv=None) -> int:
         print()
         print(text)
         if not args.no_save:
-            sys.path.insert(0, HERE)
-            import results  # bench/results.py
-            machine = results.machine()
-            results.save("heavy-duplication",
-                         f"`python bench/scale.py {' '.join(argv or sys.argv[1:])}`; "
-                         f"{results.machine_line(machine)}.\n\n{text}",
-                         {"rows": rows, "machine": machine})
+            save("heavy-duplication", text, {"rows": rows}, argv)
+    if args.cluster:
+        res, md = run_cluster(args, args.out)
+        corpus = (f"short documents of about {args.heavy_mean_bytes} bytes with heavy "
+                  f"duplication (`bench/generate.py {' '.join(HEAVY)}`)" if args.cluster_heavy
+                  else f"documents of about {args.mean_bytes} bytes (`bench/generate.py`)")
+        text = (f"A Dask scheduler and {args.cluster_workers} workers on loopback, each its "
+                f"own process (`dask worker --nthreads 1 --nworkers 1 --memory-limit "
+                f"{args.cluster_budget}`, Dask's spilling, pausing and restarting off), fresh "
+                f"for each run, the run given `--scheduler tcp://...` and `--memory-limit "
+                f"{args.cluster_budget}`, beside one process (`--scheduler none`), on "
+                f"{corpus}:\n\n{md}")
+        print()
+        print(text)
+        if not args.no_save:
+            save("dask-cluster", text, res, argv)
     text = "\n\n".join(sections)
     print()
     print(text)
     if not args.no_save and sections:
-        sys.path.insert(0, HERE)
-        import results  # bench/results.py
-        data["machine"] = results.machine()
-        text = (f"`{data['command']}`; {results.machine_line(data['machine'])}.\n\n" + text)
-        results.save("out-of-core", text, data)
+        save("out-of-core", text, data, argv)
     return 0
 
 
