@@ -46,7 +46,7 @@ from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
 from .records import Blocks, Documents, ScoreInputs
-from .select_stage import SelectStage
+from .select_stage import SET_BYTES_PER_TEXT_BYTE, SelectStage
 from .tasks import BandKeys, edges_digest
 
 log = logging.getLogger("gpu_dedup")
@@ -395,7 +395,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
         docs = self.reps[positions]
-        if self.store.kind != "memory" and docs.size * self.avg_text * 12 > self.plan.budget / 4:
+        if self.store.kind != "memory" and docs.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE > self.plan.budget / 4:
             return None
         word = cfg.shingle == "word"
         if len(self.chunks) == 1:      # the backend's own handle (a device may keep it)

@@ -25,6 +25,8 @@ from .records import Blocks, Documents, ScoreInputs
 #: Bytes one bucket entry takes while its range is decided (memberships,
 #: windows of scores, kept lists), to size the ranges from the budget.
 BYTES_PER_ENTRY = 1024
+#: Bytes the shingle sets of a document take per byte of its text.
+SET_BYTES_PER_TEXT_BYTE = 12
 
 
 class SelectStage:
@@ -35,7 +37,12 @@ class SelectStage:
         ranges: their buckets routed to groups, each group made distinct and
         its entries split by range. Returns the stage's meta and its files."""
         entries = sum(int(r.get("entries", 0)) for r in results)
-        ranges = max(1, math.ceil(entries * BYTES_PER_ENTRY / self.plan.task_bytes))
+        # each range's entries fit a task; the shingle sets of its own
+        # documents (the representatives in it, at most) fit a quarter of
+        # the budget, so that its scoring builds them once
+        sets = self.R * (self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16)
+        ranges = max(1, math.ceil(entries * BYTES_PER_ENTRY / self.plan.task_bytes),
+                     math.ceil(sets / (self.plan.budget / 4)))
         bounds = rank_bounds(self.R, ranges)
         folder = layout.ranges_folder(grid, bounds.size - 1)
         ranked = self.cfg.keep == "longest"
