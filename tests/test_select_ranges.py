@@ -7,32 +7,22 @@ import numpy as np
 import pytest
 
 from gpu_dedup.stages.select import greedy_rounds, greedy_select, unpack
+from test_greedy import _flat, _random_case, _same_selection
 from gpu_dedup.stages.select_ranges import (RangeSelector, by_group, group_entries, heads_of,
                                             rank_bounds, select_in_ranges)
 
 
 def _case(rng, n_max=60, buckets_max=20, size_max=25):
-    n = int(rng.integers(1, n_max))
-    nb = int(rng.integers(0, buckets_max))
-    buckets = [sorted(set(rng.choice(n, size=int(rng.integers(1, min(n, size_max) + 1)),
-                                     replace=False).tolist())) for _ in range(nb)]
+    n, buckets, sim = _random_case(rng, n_max, buckets_max, size_max)
     # a bucket twice (two bands), to be made distinct across units
     if buckets and rng.random() < 0.5:
         buckets.append(list(buckets[0]))
-    sim = rng.random((n, n))
-    sim = np.round((sim + sim.T) / 2, 2)
-    off = np.concatenate([[0], np.cumsum([len(b) for b in buckets])]).astype(np.int64)
-    mem = np.array([m for b in buckets for m in b], dtype=np.int64)
+    off, mem = _flat(buckets)
     return n, off, mem, sim
 
 
 def _equal(a, b):
-    assert a.kept.tolist() == b.kept.tolist()
-    assert a.duplicate_of.tolist() == b.duplicate_of.tolist()
-    np.testing.assert_array_equal(a.similarity, b.similarity)
-    np.testing.assert_array_equal(a.pairs, b.pairs)
-    np.testing.assert_array_equal(a.pair_scores, b.pair_scores)
-    assert a.skipped == b.skipped
+    _same_selection(a, b)
     assert a.comparisons == b.comparisons
 
 
