@@ -395,7 +395,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
         docs = self.reps[positions]
-        if self.store.kind != "memory" and docs.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE > self.plan.budget / 4:
+        need = docs.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE
+        if self.store.kind != "memory" and need > self.plan.budget / 4:
             return None
         word = cfg.shingle == "word"
         if len(self.chunks) == 1:      # the backend's own handle (a device may keep it)
