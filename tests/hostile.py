@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 
+import forkcli
+
 CLI = [sys.executable, "-m", "gpu_dedup.cli"]
 
 
@@ -47,12 +49,12 @@ def tree_state(root: str, skip: tuple[str, ...] = ()) -> dict[str, tuple]:
 
 def run_cli(*args, cwd=None, timeout: float = 300, input: bytes | None = None,
             env: dict | None = None) -> subprocess.CompletedProcess:
-    """``gpu-dedup ARGS`` in a subprocess; stdout and stderr as text."""
+    """``gpu-dedup ARGS`` in a child process (:func:`forkcli.run`: started warm);
+    stdout and stderr as text."""
     e = dict(os.environ)
     e.pop("GPU_DEDUP_DEBUG", None)
     e.update(env or {})
-    p = subprocess.run(CLI + [str(a) for a in args], capture_output=True, cwd=cwd,
-                       timeout=timeout, input=input, env=e)
+    p = forkcli.run([str(a) for a in args], cwd=cwd, timeout=timeout, input=input, env=e)
     p.stdout = p.stdout.decode("utf-8", "replace")
     p.stderr = p.stderr.decode("utf-8", "replace")
     return p

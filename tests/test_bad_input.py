@@ -7,21 +7,20 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import zstandard
 
-CLI = [sys.executable, "-m", "gpu_dedup.cli"]
+import forkcli
+
 GOOD = [{"id": f"g{i}", "text": f"good document number {i} with a few more words"}
         for i in range(4)]
 
 
 def _run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True)
+    return forkcli.run([str(a) for a in args], text=True)
 
 
 def _jsonl(recs) -> bytes:

@@ -8,14 +8,13 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import forkcli
 from gpu_dedup import Config, deduplicate_frame
 from gpu_dedup.errors import ConfigError, InputError
 
@@ -130,8 +129,7 @@ def columns_of(table: pa.Table) -> dict:
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=ROOT)
+    return forkcli.run([str(a) for a in args], text=True, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

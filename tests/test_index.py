@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+import forkcli
 from gpu_dedup import Config, index as ix, pipeline
 from gpu_dedup.index.store import Index
 from realtext import paragraphs
@@ -122,8 +123,7 @@ def test_overlap_flags_near_copies_and_passages_not_unrelated_text(tmp_path):
         for i, (k, t) in enumerate(items):
             f.write(json.dumps({"id": f"{k}-{i}", "text": t}) + "\n")
     out = str(tmp_path / "ov")
-    p = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "overlap", ev, "--against", idx,
-                        "-o", out, "--json"], capture_output=True, text=True, cwd=ROOT)
+    p = forkcli.run(["overlap", ev, "--against", idx, "-o", out, "--json"], text=True, cwd=ROOT)
     assert p.returncode == 0, p.stderr
     t = pq.read_table(os.path.join(out, "overlap.parquet")).to_pylist()
     assert len(t) == len(items)
@@ -152,8 +152,7 @@ def _kill_after(delay: float, *args) -> None:
 
 
 def _cli(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
-                          text=True, cwd=cwd)
+    return forkcli.run(args, text=True, cwd=cwd)
 
 
 def test_an_index_of_other_options_is_refused_naming_the_option(tmp_path):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.feather as feather
@@ -15,6 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from test_staged import make_texts
+
+import forkcli
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,8 +25,7 @@ else:
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT)
+    return forkcli.run(args, text=True, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")

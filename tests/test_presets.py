@@ -4,24 +4,22 @@ was given, and that `config show` prints TOML that --config reads back."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import pytest
 
+import forkcli
 from gpu_dedup.config import Config
 from gpu_dedup.demo import COOKBOOK_CONFIG, planted_corpus
 from gpu_dedup.errors import ConfigError
 from gpu_dedup.params import choose_bands_rows
 from gpu_dedup.presets import load_preset, preset_names, preset_path, resolve
 
-CLI = [sys.executable, "-m", "gpu_dedup.cli"]
 PRESETS = ["cookbook", "default", "fineweb", "nemo", "slimpajama"]
 
 
 def _run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True)
+    return forkcli.run([str(a) for a in args], text=True)
 
 
 def test_the_shipped_presets_and_their_sources():

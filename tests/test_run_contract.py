@@ -1,20 +1,17 @@
 """`gpu-dedup run`: the output contract, determinism and bad input."""
 import json
 import os
-import subprocess
-import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import forkcli
 from gpu_dedup.demo import planted_corpus
-
-CLI = [sys.executable, "-m", "gpu_dedup.cli"]
 
 
 def _run(*args, cwd=None):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True, cwd=cwd)
+    return forkcli.run([str(a) for a in args], text=True, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import sys
 import pyarrow.fs as pafs
 import pytest
 
+import forkcli
 from gpu_dedup.engine import layout
 from gpu_dedup.io import fs
 from gpu_dedup.output import SUCCESS_NAME, output_complete
@@ -52,8 +53,7 @@ def get(s3, key) -> bytes:
 def cli(s3, *args, env=None):
     """The command with the server's variables (or exactly the environment ``env``)."""
     e = dict(os.environ, **s3.env()) if env is None else dict(env)
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT, env=e, timeout=600)
+    return forkcli.run(args, text=True, cwd=ROOT, env=e, timeout=600)
 
 
 @pytest.fixture(scope="module")

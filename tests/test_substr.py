@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+import forkcli
 from gpu_dedup.substr import exact_substrings
 from realtext import paragraphs
 
@@ -196,8 +195,7 @@ def test_a_sentence_planted_in_ten_thousand_documents_is_cut_from_all_but_the_fi
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "gpu_dedup.cli", *args], capture_output=True,
-                          text=True, cwd=ROOT)
+    return forkcli.run(args, text=True, cwd=ROOT)
 
 
 def test_the_command_writes_spans_documents_data_and_reports(tmp_path):

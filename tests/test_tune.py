@@ -3,21 +3,18 @@ recommended split (the engine's own choice), and the S-curves as a PNG."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+import forkcli
 from gpu_dedup.config import Config
 from gpu_dedup.params import choose_bands_rows
 from gpu_dedup.tune import format_table, table_splits, tune_table
 
-CLI = [sys.executable, "-m", "gpu_dedup.cli"]
-
 
 def _run(*args):
-    return subprocess.run(CLI + [str(a) for a in args], capture_output=True, text=True)
+    return forkcli.run([str(a) for a in args], text=True)
 
 
 def test_table_reproduces_the_cookbook_rows():
