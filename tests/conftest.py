@@ -16,8 +16,21 @@
   or when its module marks it itself (``test_one_engine``,
   ``test_accuracy_real_text``). ``test_structure`` checks that every name in
   :data:`SLOW` is a test function of its file.
+* Under ``-n`` (pytest-xdist, ``--dist loadgroup`` from ``pyproject.toml``)
+  the tests of a module that share a module-scoped fixture run in one worker,
+  so that the fixture is computed once and not once per worker, and the
+  slow tests are handed out first, so that no long test starts last while
+  the other worker has nothing left to run.
+* Once the tests are collected, the objects of the test process so far (the
+  test modules and every library they import) are frozen out of Python's
+  garbage collector: the library collects garbage after each stage of a run
+  (``gpu_dedup.memory.release_memory``), and in the test process that would
+  walk those hundreds of thousands of objects each time.
 """
 from __future__ import annotations
+
+import gc
+import os
 
 import pytest
 
@@ -283,9 +296,27 @@ def _gpu_lane(config) -> bool:
                                       for a, b in zip(words, words[1:]))
 
 
+def _share_module_fixtures(items) -> None:
+    """Put each test that uses a module-scoped fixture in its module's
+    ``xdist_group``: one worker computes the fixture, once."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is not None and any(defs and defs[-1].scope == "module"
+                                    for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+def _slow_first(items) -> None:
+    """In an xdist worker, the slow tests first (the order of the rest kept)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.hookimpl(tryfirst=True)      # before ``-m`` deselects by marker
 def pytest_collection_modifyitems(config, items):
     _mark_slow(items)
+    _share_module_fixtures(items)
+    _slow_first(items)
     if not _gpu_lane(config):
         return
     from gpu_dedup.backend_gpu import probe
@@ -299,6 +330,11 @@ def pytest_collection_modifyitems(config, items):
         item.own_markers = [m for m in item.own_markers if m.name not in ("skip", "skipif")]
         item.add_marker(pytest.mark.usefixtures("_no_gpu_fails"))
         item.user_properties.append(("gpu_lane_failure", why))
+
+
+def pytest_collection_finish(session):
+    gc.collect()
+    gc.freeze()
 
 
 @pytest.fixture

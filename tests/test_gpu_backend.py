@@ -24,6 +24,7 @@ from gpu_dedup.backend import CpuBackend
 from gpu_dedup.backend_gpu import (bucket_edges_frame, bucket_edges_sorted, parse_memory,
                                    probe)
 from gpu_dedup.errors import ConfigError
+from ptxcache import compile_ptx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -452,59 +453,39 @@ def test_gpu_kernels_match_cpu_kernels_with_small_budget():
 # Compiles every kernel to PTX for sm_90 without a GPU (numba-cuda with NVVM
 # installed), and lists floating-point instructions: the hash kernels must
 # have none (a mixed signed/unsigned expression silently becomes float64 in
-# Numba, which the simulator, running Python, would not show).
-PTX_CHECK = textwrap.dedent(r'''
-    import json, re, sys, types
-    try:
-        import numba_cuda  # noqa: F401  (the NVIDIA target, not Numba's built-in one)
-        from cuda.pathfinder import load_nvidia_dynamic_lib
-        load_nvidia_dynamic_lib("nvvm")
-    except Exception as exc:
-        print("SKIP", type(exc).__name__, exc)
-        sys.exit(0)
-    import numba.cuda.dispatcher as disp
-    # device functions are compiled for the current device: stand one in
-    disp.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
-    from numba import cuda, types as nt
-    from gpu_dedup.kernels import cuda_kernels as kk
-    A = lambda t, nd=1: nt.Array(t, nd, "C")
-    u8, i64, u64, u32, f64, b1 = nt.uint8, nt.int64, nt.uint64, nt.uint32, nt.float64, nt.boolean
-    sigs = {
-        "minhash_char_kernel": [(A(i64), A(u8), A(i64), i64, A(u64), A(u64), i64, A(s, 2),
-                                  A(i64), A(u8)) for s in (u32, u64)],
-        "general_hashes_kernel": [(A(i64), A(u8), A(i64), b1, i64, A(i64), A(i64), A(i64),
-                                    A(u8), A(i64), A(u64), A(i64))],
-        "minhash_hashes_kernel": [(A(i64), A(u64), A(i64), A(i64), A(u64), A(u64), i64,
-                                    A(s, 2)) for s in (u32, u64)],
-        "char_slots_kernel": [(A(i64), A(u8), A(i64), i64, A(i64), A(u64), A(u8))],
-        "has_shingles_kernel": [(A(i64), A(u8), b1, A(u8))],
-        "text_hash128_kernel": [(A(i64), A(u8), A(u64, 2))],
-        "codepoint_lengths_kernel": [(A(i64), A(u8), A(i64))],
-        "band_keys_kernel": [(A(s, 2), i64, i64, A(u64, 2)) for s in (u32, u64)],
-        "agreement_kernel": [(A(s, 2), A(i64), A(i64), A(f64)) for s in (u32, u64)],
-        "jaccard_kernel": [(A(i64), A(u64), A(i64), A(i64), A(f64))],
-    }
-    out = {}
-    for name, ss in sigs.items():
-        for s in ss:
-            ptx, _ = cuda.compile_ptx(getattr(kk, name).py_func, s, cc=(9, 0))
-            fl = sorted(set(re.findall(r"\b[a-z]+(?:\.[a-z0-9]+)*\.f(?:32|64)\b", ptx)))
-            out[f"{name}{s}"] = fl
-    print(json.dumps(out))
-''')
+# Numba, which the simulator, running Python, would not show). The kernels
+# compiled are shared with test_ptx (tests/ptxcache.py).
+_V, _M = "[::1]", "[:, ::1]"
+PTX_SIGS = {
+    "minhash_char_kernel": [f"(int64{_V}, uint8{_V}, int64{_V}, int64, uint64{_V}, uint64{_V}, "
+                            f"int64, {s}{_M}, int64{_V}, uint8{_V})" for s in ("uint32", "uint64")],
+    "general_hashes_kernel": [f"(int64{_V}, uint8{_V}, int64{_V}, boolean, int64, int64{_V}, "
+                              f"int64{_V}, int64{_V}, uint8{_V}, int64{_V}, uint64{_V}, "
+                              f"int64{_V})"],
+    "minhash_hashes_kernel": [f"(int64{_V}, uint64{_V}, int64{_V}, int64{_V}, uint64{_V}, "
+                              f"uint64{_V}, int64, {s}{_M})" for s in ("uint32", "uint64")],
+    "char_slots_kernel": [f"(int64{_V}, uint8{_V}, int64{_V}, int64, int64{_V}, uint64{_V}, "
+                          f"uint8{_V})"],
+    "has_shingles_kernel": [f"(int64{_V}, uint8{_V}, boolean, uint8{_V})"],
+    "text_hash128_kernel": [f"(int64{_V}, uint8{_V}, uint64{_M})"],
+    "codepoint_lengths_kernel": [f"(int64{_V}, uint8{_V}, int64{_V})"],
+    "band_keys_kernel": [f"({s}{_M}, int64, int64, uint64{_M})" for s in ("uint32", "uint64")],
+    "agreement_kernel": [f"({s}{_M}, int64{_V}, int64{_V}, float64{_V})"
+                         for s in ("uint32", "uint64")],
+    "jaccard_kernel": [f"(int64{_V}, uint64{_V}, int64{_V}, int64{_V}, float64{_V})"],
+}
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("ptx")          # shares the compiled kernels with test_ptx
 def test_cuda_kernels_compile_and_hash_in_integers_only():
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", PTX_CHECK], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    last = proc.stdout.strip().splitlines()[-1]
-    if last.startswith("SKIP"):
-        pytest.skip(f"numba-cuda with NVVM is needed to compile PTX: {last[5:]}")
-    floats = json.loads(last)
+    got = compile_ptx(PTX_SIGS)
+    if got["target"]:
+        pytest.skip(f"numba-cuda with NVVM is needed to compile PTX: {got['target']}")
+    assert not got["nvvm"], got["nvvm"]
+    errors = {f"{name}{sig}": r["error"] for (name, sig), r in got["ptx"].items() if "error" in r}
+    assert not errors, errors
+    floats = {f"{name}{sig}": r["floats"] for (name, sig), r in got["ptx"].items()}
     assert len(floats) == 14
     for name, ops in floats.items():
         if name.startswith(("agreement_kernel", "jaccard_kernel")):

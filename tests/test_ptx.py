@@ -8,21 +8,20 @@ signatures, the one-permutation sketch, every cluster mode, normalization,
 exact substrings), and a second process, without the simulator, compiles
 each kernel for those types with NVVM. No GPU is needed, only Numba's CUDA
 target with NVVM (``numba-cuda[cu13]``, which ``[test]`` installs); without
-it the test skips and says so, and under ``CI=true`` it fails.
+it the test skips and says so, and under ``CI=true`` it fails. The kernels
+compiled are kept for the process (:mod:`ptxcache`): ``test_gpu_backend``
+reads the PTX of the same kernels.
 """
 from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
+from ptxcache import compile_ptx
 from test_gpu_backend import run_simulated
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 RECORD = textwrap.dedent(r'''
     import json
@@ -83,47 +82,18 @@ RECORD = textwrap.dedent(r'''
                       "seen": {k: sorted(v) for k, v in seen.items()}}))
 ''')
 
-COMPILE = textwrap.dedent(r'''
-    import json, sys, types
-    from numba import cuda
-    import numba.cuda.dispatcher as dispatcher
-    # device functions are compiled for the current device's compute
-    # capability; there is none here, so name the H200's
-    dispatcher.get_current_device = lambda: types.SimpleNamespace(compute_capability=(9, 0))
-    try:
-        cuda.compile_ptx(lambda a: None, "(int64[::1],)", cc=(9, 0))
-    except Exception as exc:
-        print(json.dumps({"nvvm": f"{type(exc).__name__}: {exc}".splitlines()[0]}))
-        sys.exit(0)
-    from gpu_dedup.kernels import cuda_kernels as kk
-    seen = json.loads(sys.stdin.read())["seen"]
-    failed = {}
-    compiled = 0
-    for name, sigs in seen.items():
-        for sig in sigs:
-            try:
-                cuda.compile_ptx(getattr(kk, name).py_func, sig, cc=(9, 0))
-                compiled += 1
-            except Exception as exc:
-                failed[f"{name}{sig}"] = f"{type(exc).__name__}: {exc}"[:600]
-    print(json.dumps({"nvvm": None, "compiled": compiled, "failed": failed}))
-''')
-
-
+@pytest.mark.xdist_group("ptx")          # shares the compiled kernels with test_gpu_backend
 def test_every_kernel_is_launched_and_compiles_for_sm_90():
     launches = run_simulated(RECORD)
     missing = set(launches["kernels"]) - set(launches["seen"])
     assert not missing, f"kernels never launched, so never compiled here: {sorted(missing)}"
-    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
-    env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.run([sys.executable, "-c", COMPILE], input=json.dumps(launches),
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    got = compile_ptx(launches["seen"])
     if got["nvvm"]:
         why = f"no NVVM to compile PTX with: {got['nvvm']} (pip install 'numba-cuda[cu13]')"
         if os.environ.get("CI") == "true":
             pytest.fail(f"{why}; [test] brings it, so CI must compile", pytrace=False)
         pytest.skip(why)
-    assert not got["failed"], json.dumps(got["failed"], indent=1)
-    assert got["compiled"] >= len(launches["seen"])
+    failed = {f"{name}{sig}": r["error"] for (name, sig), r in got["ptx"].items() if "error" in r}
+    assert not failed, json.dumps(failed, indent=1)
+    compiled = sum("floats" in r for r in got["ptx"].values())
+    assert compiled >= len(launches["seen"])
