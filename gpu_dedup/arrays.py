@@ -70,6 +70,22 @@ def concat_csr(parts, dtype=np.int64, xp=np):
     return xp.concatenate(offs), (xp.concatenate(vals) if vals else xp.zeros(0, dtype=dtype))
 
 
+def take_rows(off: np.ndarray, values: np.ndarray, rows: np.ndarray):
+    """Rows ``rows`` of the CSR ``(off, values)`` (NumPy), in that order:
+    ``(new_off, new_values)``, copied row by row with nothing beside the
+    result the size of the values."""
+    from .kernels.cpu import gather_ranges
+    off = np.asarray(off, dtype=np.int64)
+    rows = np.asarray(rows, dtype=np.int64)
+    b0, b1 = off[rows], off[rows + 1]
+    new_off = np.zeros(rows.size + 1, np.int64)
+    np.cumsum(b1 - b0, out=new_off[1:])
+    values = np.ascontiguousarray(values)
+    w = values.dtype.itemsize
+    raw = gather_ranges(values.reshape(-1).view(np.uint8), b0 * w, b1 * w, new_off * w)
+    return new_off, raw.view(values.dtype)
+
+
 def string_ranges(data: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     """A ``large_string`` array of the UTF-8 byte ranges ``data[b0[i]:b1[i]]``
     (each a whole number of code points)."""

@@ -49,3 +49,20 @@ def test_to_host_gives_numpy_arrays_from_host_and_device_arrays():
     got = to_host([5, 6])                                    # anything array-like
     assert isinstance(got, np.ndarray) and got.tolist() == [5, 6]
     assert to_host(np.uint64(7)) == 7
+
+
+def test_take_rows_copies_the_rows_asked_for_in_order():
+    from gpu_dedup.arrays import take_rows
+    rng = np.random.default_rng(3)
+    for dtype in (np.uint64, np.int64, np.uint32):
+        sizes = rng.integers(0, 6, size=40)
+        off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        val = rng.integers(0, 1 << 30, size=int(off[-1])).astype(dtype)
+        rows = rng.integers(0, 40, size=25)                 # repeats, any order
+        new_off, new_val = take_rows(off, val, rows)
+        assert new_val.dtype == dtype
+        want = [val[off[r]:off[r + 1]] for r in rows]
+        assert np.array_equal(np.diff(new_off), [w.size for w in want])
+        assert np.array_equal(new_val, np.concatenate(want))
+        e_off, e_val = take_rows(off, val, rows[:0])
+        assert e_off.tolist() == [0] and e_val.size == 0

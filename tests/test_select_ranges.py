@@ -152,3 +152,67 @@ def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, lim
     for name in ("skipped_comparisons", "candidate_edges", "verified_edges", "buckets",
                  "bucket_entries"):
         assert many.stats[name] == one.stats[name], name
+
+
+def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkeypatch):
+    """A cluster of near-copies spread over every range: each range reads
+    the cluster's first members, and their shingle sets come from the range
+    before rather than being built again, range after range."""
+    import pyarrow as pa
+
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import runner, select_stage
+    from realtext import paragraphs
+    base = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat"
+    texts = []
+    for i, t in enumerate(paragraphs()[:600]):
+        texts += [t, f"{base} {i}"]                 # the cluster interleaved with the rest
+    arr = pa.array(texts, pa.large_string())
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, bucket_limit=8)
+    one = deduplicate(arr, cfg)
+    built, read = [], []
+    real, lookup = runner.Runner._shared_sets, select_stage.SetCache.lookup
+
+    def counting(self, positions):
+        built.append(int(positions.size))
+        return real(self, positions)
+
+    def reading(self, docs, k):
+        read.append(int(docs.size))
+        return lookup(self, docs, k)
+    monkeypatch.setattr(runner.Runner, "_shared_sets", counting)
+    monkeypatch.setattr(select_stage.SetCache, "lookup", reading)
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
+    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert many.stats["selection_ranges"] > 500
+    assert (~one.kept).sum() >= 500
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+    # each document's set is built at most twice (in its own range, and
+    # once as an earlier document of a later range), while the ranges read
+    # earlier documents many times over
+    reps = one.stats["documents"] - one.stats["exact_removed"]
+    again = sum(built) - reps
+    assert 0 <= again <= reps, (sum(built), reps)
+    assert sum(read) >= 10 * again, (sum(read), again)
+
+
+def test_the_set_cache_holds_what_fits_and_drops_the_least_recently_read():
+    from gpu_dedup.engine.select_stage import SetCache, merge_sets
+
+    def handle(docs):
+        docs = np.asarray(docs, np.int64)
+        off = np.arange(docs.size + 1, dtype=np.int64) * 3          # three values each
+        return docs, off, np.repeat(docs.astype(np.uint64) * 10, 3)
+
+    cache = SetCache(cap=4 * (3 * 8 + 24))                          # four documents
+    cache.add(handle([1, 5, 9]), k=0)
+    found, missing = cache.lookup(np.array([1, 2, 9]), k=1)        # 1 and 9 read again
+    assert found[0].tolist() == [1, 9] and missing.tolist() == [2]
+    assert found[2].tolist() == [10] * 3 + [90] * 3
+    cache.add(handle([2, 7]), k=1)                                  # five: 5 goes
+    assert cache.docs.tolist() == [1, 2, 7, 9]
+    assert np.array_equal(cache.val, np.repeat(cache.docs.astype(np.uint64) * 10, 3))
+    merged = merge_sets([handle([4, 8]), handle([2, 6])])
+    assert merged[0].tolist() == [2, 4, 6, 8]
+    assert merged[2].tolist() == np.repeat(np.array([2, 4, 6, 8], np.uint64) * 10, 3).tolist()

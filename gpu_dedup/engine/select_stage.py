@@ -14,19 +14,25 @@ import math
 
 import numpy as np
 
-from ..arrays import concat_csr
-from ..memory import release_memory
+from ..arrays import concat_csr, take_rows
+from ..memory import process_rss, release_memory
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
 from ..stages.select_ranges import RangeSelector, heads_of, merge, rank_bounds, select_range
-from . import bucket_tasks, layout
+from . import bucket_tasks, layout, tasks
+from .tasks import row_in
 from .records import Blocks, Documents, ScoreInputs
 
-#: Bytes one bucket entry takes while its range is decided (memberships,
-#: windows of scores, kept lists), to size the ranges from the budget.
-BYTES_PER_ENTRY = 1024
+#: Bytes one bucket entry takes while its range is decided (its membership
+#: and those of the earlier members its bucket brings, windows of scores,
+#: kept lists), to size the ranges from the budget: measured at about 1.3 kB
+#: held and 2 kB at the peak on heavily duplicated short documents.
+BYTES_PER_ENTRY = 2048
 #: Bytes the shingle sets of a document take per byte of its text.
 SET_BYTES_PER_TEXT_BYTE = 12
+#: The share of the budget that keeps earlier documents' shingle sets from
+#: range to range.
+CACHE_SHARE = 1 / 16
 
 
 class SelectStage:
@@ -37,11 +43,19 @@ class SelectStage:
         ranges: their buckets routed to groups, each group made distinct and
         its entries split by range. Returns the stage's meta and its files."""
         entries = sum(int(r.get("entries", 0)) for r in results)
-        # each range's entries fit a task; the shingle sets of its own
-        # documents (the representatives in it, at most) fit a quarter of
-        # the budget, so that its scoring builds them once
+        # a range's entries and the shingle sets of its own documents (the
+        # representatives in it, at most) fit a task, beside what this
+        # process holds already (the interpreter, its libraries, the run's
+        # state) and the cache of earlier documents' sets (SetCache); its
+        # own sets fit a quarter of the budget, so that its scoring builds
+        # them once
         sets = self.R * (self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16)
-        ranges = max(1, math.ceil(entries * BYTES_PER_ENTRY / self.plan.task_bytes),
+        budget = self.plan.budget
+        release_memory()
+        held = process_rss()
+        room = min(self.plan.task_bytes, budget - held) - budget * CACHE_SHARE
+        room = max(room, budget / 8)
+        ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
                      math.ceil(sets / (self.plan.budget / 4)))
         bounds = rank_bounds(self.R, ranges)
         folder = layout.ranges_folder(grid, bounds.size - 1)
@@ -103,6 +117,7 @@ class SelectStage:
 
         floor = float(cfg.threshold) if cfg.verify else 0.0
         results, ranges_run, calls = [], [], 0
+        cache = SetCache(self.plan.budget * CACHE_SHARE)
         for k in range(bounds.size - 1):
             parts = []
             for i, g in enumerate(groups):
@@ -118,12 +133,7 @@ class SelectStage:
             held = []
 
             def scorer(ranks, k=k, held=held):
-                # the shingle sets of every document the range reads, or
-                # (when they would not fit) of its own: tasks build the rest
-                sets = self._shared_sets(self._positions(ranks, pos_of_rank))
-                if sets is None:
-                    own = ranks[np.searchsorted(ranks, bounds[k]):]
-                    sets = self._shared_sets(self._positions(own, pos_of_rank))
+                sets = self._range_sets(ranks, k, int(bounds[k]), pos_of_rank, cache)
                 score = self._scorer(layout.range_batches(k), "select",
                                      ScoreInputs(docs, blocks, sets), floor)
                 held.append(score)
@@ -152,7 +162,39 @@ class SelectStage:
                                              for n in layout.RANGE_ARRAYS})
         sel = merge((load(r, k) for r, k in zip(results, ranges_run)), self.R, selector)
         del results, selector
+        cache.clear()
         return self._save_selection(sel, pos_of_rank, len(bounds) - 1, calls)
+
+    def _range_sets(self, ranks: np.ndarray, k: int, r0: int, pos_of_rank, cache):
+        """The shingle sets range ``k``'s scoring reads: those of its own
+        documents (ranks from ``r0``; the ranges are sized so that they fit
+        a quarter of the budget) and of as many of the earlier documents it
+        reads (first members and kept members of its buckets) as ``cache``
+        holds or can take. The first members of a large bucket are read by
+        every range it spans: their sets are built once, not once a range.
+        None when the tasks build every set themselves
+        (:meth:`_shared_sets`)."""
+        cut = int(np.searchsorted(ranks, r0))
+        own = self._shared_sets(self._positions(ranks[cut:], pos_of_rank))
+        if own is None or not cut:
+            return own
+        own = tuple(tasks.host(self.be, a) for a in own)
+        docs = self.reps[self._positions(ranks[:cut], pos_of_rank)]
+        found, missing = cache.lookup(docs, k)
+        parts = [found] if found is not None else []
+        per_doc = self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16
+        fit = int(cache.cap // per_doc)
+        if fit and missing.size:
+            built = self._shared_sets(np.searchsorted(self.reps, missing[:fit]))
+            if built is not None:
+                built = tuple(tasks.host(self.be, a) for a in built)
+                parts.append(built)
+                cache.add(built, k)
+        # the earlier documents first: for keep="first" they come before
+        # the range's own ones, and the two need no sorting together
+        earlier = merge_sets(parts) if parts else None
+        del parts
+        return own if earlier is None else merge_sets([earlier, own])
 
     @staticmethod
     def _positions(ranks: np.ndarray, pos_of_rank) -> np.ndarray:
@@ -186,3 +228,56 @@ class SelectStage:
                 "unresolved": 0, "verified": int(pairs.size), "units": max(1, calls),
                 "selection": sel.where, "selection_rounds": sel.rounds,
                 "selection_scored": sel.scored, "ranges": ranges}
+
+
+def merge_sets(handles: list) -> tuple:
+    """Shingle set handles ``(docs, offsets, values)`` of distinct documents
+    as one, its documents sorted."""
+    if len(handles) == 1:
+        return handles[0]
+    docs = np.concatenate([h[0] for h in handles])
+    off, val = concat_csr([(h[1], h[2]) for h in handles], np.uint64)
+    if docs.size < 2 or bool((docs[1:] > docs[:-1]).all()):
+        return docs, off, val
+    order = np.argsort(docs, kind="stable")
+    docs = docs[order]
+    off, val = take_rows(off, val, order)
+    return docs, off, val
+
+
+class SetCache:
+    """The shingle sets of documents read by earlier ranges, kept from range
+    to range within ``cap`` bytes; the least recently read go first."""
+
+    def __init__(self, cap: float):
+        self.cap = float(cap)
+        self.docs = np.zeros(0, np.int64)
+        self.off = np.zeros(1, np.int64)
+        self.val = np.zeros(0, np.uint64)
+        self.last = np.zeros(0, np.int64)       # the last range that read each
+
+    def clear(self) -> None:
+        self.__init__(self.cap)
+
+    def lookup(self, docs: np.ndarray, k: int):
+        """The sets of sorted ``docs`` held here, as a handle (None if none),
+        and the documents not held; those held are marked read by range ``k``."""
+        rows = row_in(self.docs, docs)
+        hit = rows >= 0
+        if not hit.any():
+            return None, docs
+        self.last[rows[hit]] = k
+        return (docs[hit], *take_rows(self.off, self.val, rows[hit])), docs[~hit]
+
+    def add(self, handle: tuple, k: int) -> None:
+        """Take the sets ``handle`` (documents not held), read by range ``k``;
+        then drop the least recently read until the rest fit."""
+        docs = np.concatenate([self.docs, handle[0]])
+        last = np.concatenate([self.last, np.full(handle[0].size, k, np.int64)])
+        off, val = concat_csr([(self.off, self.val), (handle[1], handle[2])], np.uint64)
+        size = np.diff(off) * 8 + 24
+        newest = np.lexsort((docs, -last))
+        keep = np.sort(newest[np.cumsum(size[newest]) <= self.cap])
+        keep = keep[np.argsort(docs[keep], kind="stable")]
+        self.docs, self.last = docs[keep], last[keep]
+        self.off, self.val = take_rows(off, val, keep)

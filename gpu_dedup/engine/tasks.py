@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import concat_csr, unique
+from ..arrays import concat_csr, take_rows, unique
 from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
@@ -504,25 +504,33 @@ def _score_with(ctx: Ctx, be, inputs: ScoreInputs, da, db, floor: float) -> np.n
     """Exact Jaccard of ``da[e]``, ``db[e]`` from the shared shingle sets;
     the sets of the documents they lack are built here, for this batch."""
     sets = inputs.sets
-    have = sets[0]
-    ra = _row_in(have, da)
-    rb = _row_in(have, db)
+    ra = row_in(sets[0], da)
+    rb = row_in(sets[0], db)
+    both = (ra >= 0) & (rb >= 0)
+    if both.all():
+        return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)), dtype=np.float64)
+    out = np.empty(da.size, dtype=np.float64)
+    if both.any():
+        out[both] = host(be, be.jaccard_rows(sets, ra[both], rb[both], floor))
+    # the other pairs: the sets of their documents that are shared (copied:
+    # a few rows, never the whole shared sets), then those built here
+    rest = ~both
+    ra, rb, da, db = ra[rest], rb[rest], da[rest], db[rest]
     lack = unique(np.concatenate([da[ra < 0], db[rb < 0]]))
-    if lack.size:
-        cfg = ctx.cfg
-        off, data, la, _ = _text_of(ctx, inputs.docs, lack, lack[:0])
-        _, so, sv = be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, la)
-        del off, data
-        s_off, s_val = concat_csr([(host(be, sets[1]), host(be, sets[2])),
-                                   (host(be, so), host(be, sv))], np.uint64)
-        sets = (None, s_off, s_val)
-        extra = have.size
-        ra = np.where(ra < 0, extra + np.searchsorted(lack, da), ra)
-        rb = np.where(rb < 0, extra + np.searchsorted(lack, db), rb)
-    return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)), dtype=np.float64)
+    used = unique(np.concatenate([ra[ra >= 0], rb[rb >= 0]]))
+    cfg = ctx.cfg
+    off, data, la, _ = _text_of(ctx, inputs.docs, lack, lack[:0])
+    _, so, sv = be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, la)
+    del off, data
+    u_off, u_val = take_rows(host(be, sets[1]), host(be, sets[2]), used)
+    s_off, s_val = concat_csr([(u_off, u_val), (host(be, so), host(be, sv))], np.uint64)
+    ra = np.where(ra < 0, used.size + np.searchsorted(lack, da), np.searchsorted(used, ra))
+    rb = np.where(rb < 0, used.size + np.searchsorted(lack, db), np.searchsorted(used, rb))
+    out[rest] = host(be, be.jaccard_rows((None, s_off, s_val), ra, rb, floor))
+    return out
 
 
-def _row_in(sorted_docs: np.ndarray, docs: np.ndarray) -> np.ndarray:
+def row_in(sorted_docs: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """The row of each of ``docs`` in ``sorted_docs``; -1 where absent."""
     at = np.searchsorted(sorted_docs, docs)
     ok = at < sorted_docs.size
