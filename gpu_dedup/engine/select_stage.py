@@ -182,6 +182,9 @@ class SelectStage:
         docs = self.reps[self._positions(ranks[:cut], pos_of_rank)]
         found, missing = cache.lookup(docs, k)
         parts = [found] if found is not None else []
+        # the rest are built here as far as they fit the cache (once for
+        # the range, not once in each batch of its scoring); the batches
+        # build what is left
         per_doc = self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16
         fit = int(cache.cap // per_doc)
         if fit and missing.size:
@@ -270,14 +273,22 @@ class SetCache:
         return (docs[hit], *take_rows(self.off, self.val, rows[hit])), docs[~hit]
 
     def add(self, handle: tuple, k: int) -> None:
-        """Take the sets ``handle`` (documents not held), read by range ``k``;
-        then drop the least recently read until the rest fit."""
-        docs = np.concatenate([self.docs, handle[0]])
-        last = np.concatenate([self.last, np.full(handle[0].size, k, np.int64)])
-        off, val = concat_csr([(self.off, self.val), (handle[1], handle[2])], np.uint64)
-        size = np.diff(off) * 8 + 24
-        newest = np.lexsort((docs, -last))
-        keep = np.sort(newest[np.cumsum(size[newest]) <= self.cap])
-        keep = keep[np.argsort(docs[keep], kind="stable")]
-        self.docs, self.last = docs[keep], last[keep]
-        self.off, self.val = take_rows(off, val, keep)
+        """Take the sets ``handle`` (documents not held), read by range ``k``,
+        as many as fit; the least recently read make room for them."""
+        h_docs, h_off, h_val = handle
+        size = np.diff(np.asarray(h_off, dtype=np.int64)) * 8 + 24
+        take = int(np.searchsorted(np.cumsum(size), self.cap, side="right"))
+        if take < h_docs.size:             # more than the whole cache holds
+            rows = np.arange(take, dtype=np.int64)
+            h_docs = h_docs[:take]
+            h_off, h_val = take_rows(h_off, h_val, rows)
+        room = self.cap - float(size[:take].sum())
+        old = np.diff(self.off) * 8 + 24
+        newest = np.lexsort((self.docs, -self.last))
+        keep = np.sort(newest[np.cumsum(old[newest]) <= room])
+        o_off, o_val = take_rows(self.off, self.val, keep)
+        merged = merge_sets([(self.docs[keep], o_off, o_val), (h_docs, h_off, h_val)])
+        last = np.concatenate([self.last[keep], np.full(h_docs.size, k, np.int64)])
+        order = np.argsort(np.concatenate([self.docs[keep], h_docs]), kind="stable")
+        self.docs, self.off, self.val = merged
+        self.last = last[order]
