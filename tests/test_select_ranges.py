@@ -129,26 +129,36 @@ def test_the_state_is_per_bucket_and_per_rank():
 
 # -- in the engine ---------------------------------------------------------------
 
+def _whole_and_in_ranges(arr, cfg, monkeypatch, before=None):
+    """The run of ``arr`` in one range, then with a range per rank; their
+    kept flags, duplicates, similarities and clusters are the same."""
+    from gpu_dedup import deduplicate
+    from gpu_dedup.engine import select_stage
+    one = deduplicate(arr, cfg)
+    if before is not None:
+        before()
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
+    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+    return one, many
+
+
 @pytest.mark.parametrize("keep,limit", [("first", 2), ("longest", 32)])
 def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, limit):
     import pyarrow as pa
 
-    from gpu_dedup import Config, deduplicate
-    from gpu_dedup.engine import select_stage
+    from gpu_dedup import Config
     from realtext import paragraphs
     texts = list(paragraphs()[:2500])
     texts += [t + " (copy)" for t in texts[:300:3]]         # near copies, later ranks
     arr = pa.array(texts, pa.large_string())
     cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep=keep,
                  bucket_limit=limit)
-    one = deduplicate(arr, cfg)
+    one, many = _whole_and_in_ranges(arr, cfg, monkeypatch)
     assert one.stats["selection_ranges"] == 1
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
-    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
     assert many.stats["selection_ranges"] > 100
     assert (~one.kept).sum() >= 200
-    for name in ("kept", "duplicate_of", "similarity", "cluster"):
-        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
     for name in ("skipped_comparisons", "candidate_edges", "verified_edges", "buckets",
                  "bucket_entries"):
         assert many.stats[name] == one.stats[name], name
@@ -160,7 +170,7 @@ def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkey
     before rather than being built again, range after range."""
     import pyarrow as pa
 
-    from gpu_dedup import Config, deduplicate
+    from gpu_dedup import Config
     from gpu_dedup.engine import runner, select_stage
     from realtext import paragraphs
     base = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat"
@@ -169,7 +179,6 @@ def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkey
         texts += [t, f"{base} {i}"]                 # the cluster interleaved with the rest
     arr = pa.array(texts, pa.large_string())
     cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, bucket_limit=8)
-    one = deduplicate(arr, cfg)
     built, read = [], []
     real, lookup = runner.Runner._shared_sets, select_stage.SetCache.lookup
 
@@ -182,12 +191,9 @@ def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkey
         return lookup(self, docs, k)
     monkeypatch.setattr(runner.Runner, "_shared_sets", counting)
     monkeypatch.setattr(select_stage.SetCache, "lookup", reading)
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
-    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    one, many = _whole_and_in_ranges(arr, cfg, monkeypatch, before=built.clear)
     assert many.stats["selection_ranges"] > 500
     assert (~one.kept).sum() >= 500
-    for name in ("kept", "duplicate_of", "similarity", "cluster"):
-        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
     # each document's set is built at most twice (in its own range, and
     # once as an earlier document of a later range), while the ranges read
     # earlier documents many times over
