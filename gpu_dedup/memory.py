@@ -232,12 +232,15 @@ def reset_peak_self() -> bool:
 _libc = None
 
 
-def release_memory() -> None:
-    """Give freed memory back to the system: collect garbage, release Arrow's
-    pool and trim the C heap, so the resident size reflects live data."""
+def release_memory(collect: bool = True) -> None:
+    """Give freed memory back to the system: collect garbage (unless
+    ``collect`` is False: a loop that drops its own arrays need not walk
+    every object of the process each time), release Arrow's pool and trim
+    the C heap, so the resident size reflects live data."""
     global _libc
     import pyarrow as pa
-    gc.collect()
+    if collect:
+        gc.collect()
     pa.default_memory_pool().release_unused()
     if _libc is None:
         name = ctypes.util.find_library("c")

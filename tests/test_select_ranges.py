@@ -150,7 +150,7 @@ def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, lim
 
     from gpu_dedup import Config
     from realtext import paragraphs
-    texts = list(paragraphs()[:2500])
+    texts = list(paragraphs()[:1000])
     texts += [t + " (copy)" for t in texts[:300:3]]         # near copies, later ranks
     arr = pa.array(texts, pa.large_string())
     cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep=keep,
@@ -158,7 +158,7 @@ def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, lim
     one, many = _whole_and_in_ranges(arr, cfg, monkeypatch)
     assert one.stats["selection_ranges"] == 1
     assert many.stats["selection_ranges"] > 100
-    assert (~one.kept).sum() >= 200
+    assert (~one.kept).sum() >= 100
     for name in ("skipped_comparisons", "candidate_edges", "verified_edges", "buckets",
                  "bucket_entries"):
         assert many.stats[name] == one.stats[name], name
@@ -175,7 +175,7 @@ def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkey
     from realtext import paragraphs
     base = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat"
     texts = []
-    for i, t in enumerate(paragraphs()[:600]):
+    for i, t in enumerate(paragraphs()[:250]):
         texts += [t, f"{base} {i}"]                 # the cluster interleaved with the rest
     arr = pa.array(texts, pa.large_string())
     cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, bucket_limit=8)
@@ -192,8 +192,8 @@ def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkey
     monkeypatch.setattr(runner.Runner, "_shared_sets", counting)
     monkeypatch.setattr(select_stage.SetCache, "lookup", reading)
     one, many = _whole_and_in_ranges(arr, cfg, monkeypatch, before=built.clear)
-    assert many.stats["selection_ranges"] > 500
-    assert (~one.kept).sum() >= 500
+    assert many.stats["selection_ranges"] > 200
+    assert (~one.kept).sum() >= 200
     # each document's set is built at most twice (in its own range, and
     # once as an earlier document of a later range), while the ranges read
     # earlier documents many times over

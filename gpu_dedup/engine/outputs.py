@@ -174,7 +174,7 @@ class RunOutputs:
             os.makedirs(os.path.dirname(out), exist_ok=True)
             self._write_data(fi, out, kept)
             tick()
-            release_memory()
+            release_memory(collect=False)
         return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
                 "report": "report.json", "report_html": "report.html"}
 

@@ -156,7 +156,7 @@ class SelectStage:
                 calls += score.calls[0]
                 score.release()
             del entries, held
-            release_memory()            # the range's arrays, back to the system
+            release_memory(collect=False)   # the range's arrays, back to the system
         def load(r, k):
             return dataclasses.replace(r, **{n: st.load_npy(layout.range_result(k, n))
                                              for n in layout.RANGE_ARRAYS})

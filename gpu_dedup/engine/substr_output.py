@@ -110,7 +110,7 @@ class SubstrOutputs:
             out = os.path.join(data_dir, names[fi])
             os.makedirs(os.path.dirname(out), exist_ok=True)
             self._write_shard(fi, out, dropped, text_field)
-            release_memory()
+            release_memory(collect=False)
         return counts
 
     def _write_shard(self, fi: int, out: str, dropped: np.ndarray, text_field: str) -> None:

@@ -211,7 +211,7 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
             metas.append(meta)
             lines += int(d["lines_read"])
             del d
-            release_memory()
+            release_memory(collect=False)
         return {"chunks": metas, "reused": reused}
     except DedupError as exc:
         return {"error": exc}
