@@ -56,7 +56,7 @@ class SelectStage:
         room = min(self.plan.task_bytes, budget - held) - budget * CACHE_SHARE
         room = max(room, budget / 8)
         ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
-                     math.ceil(sets / (self.plan.budget / 4)))
+                     math.ceil(sets / (budget / 4)))
         bounds = rank_bounds(self.R, ranges)
         folder = layout.ranges_folder(grid, bounds.size - 1)
         ranked = self.cfg.keep == "longest"
@@ -279,16 +279,15 @@ class SetCache:
         size = np.diff(np.asarray(h_off, dtype=np.int64)) * 8 + 24
         take = int(np.searchsorted(np.cumsum(size), self.cap, side="right"))
         if take < h_docs.size:             # more than the whole cache holds
-            rows = np.arange(take, dtype=np.int64)
-            h_docs = h_docs[:take]
-            h_off, h_val = take_rows(h_off, h_val, rows)
+            h_docs, h_off = h_docs[:take], h_off[:take + 1]
+            h_val = h_val[:int(h_off[-1])]
         room = self.cap - float(size[:take].sum())
         old = np.diff(self.off) * 8 + 24
         newest = np.lexsort((self.docs, -self.last))
         keep = np.sort(newest[np.cumsum(old[newest]) <= room])
+        o_docs, o_last = self.docs[keep], self.last[keep]
         o_off, o_val = take_rows(self.off, self.val, keep)
-        merged = merge_sets([(self.docs[keep], o_off, o_val), (h_docs, h_off, h_val)])
-        last = np.concatenate([self.last[keep], np.full(h_docs.size, k, np.int64)])
-        order = np.argsort(np.concatenate([self.docs[keep], h_docs]), kind="stable")
-        self.docs, self.off, self.val = merged
-        self.last = last[order]
+        self.docs, self.off, self.val = merge_sets([(o_docs, o_off, o_val),
+                                                    (h_docs, h_off, h_val)])
+        self.last = np.full(self.docs.size, k, np.int64)
+        self.last[row_in(self.docs, o_docs)] = o_last
