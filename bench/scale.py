@@ -305,6 +305,11 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
         lines.append(f"Time for {rows[-1]['documents']:,} documents / time for "
                      f"{rows[0]['documents']:,}: **{ratio:.2f}x** for {size_ratio:.0f}x the "
                      f"documents (budget {budget_spec}).")
+        if len(rows) > 2:
+            steps = [f"{b['documents']:,} / {a['documents']:,}: **{b['seconds'] / a['seconds']:.2f}x**"
+                     f" for {b['documents'] / a['documents']:.0f}x the documents"
+                     for a, b in zip(rows, rows[1:])]
+            lines.append("Each size against the one before: " + "; ".join(steps) + ".")
     stage_names = [s for s in rows[0]["stage_seconds"] if s in rows[0]["stage_peaks"]] \
         if rows else []
     lines += ["", "Seconds and peak RSS per stage:", "",

@@ -142,15 +142,20 @@ class Dedup:
         return report
 
     def html(self, runner: Runner, folder: str, report: dict) -> None:
-        """report.html from the runner's arrays; the clusters it shows are
-        read back (their normalized text) one document at a time."""
-        from .engine import result_arrays
-        from .report_html import write_html
+        """report.html from the runner's results, read a chunk at a time; the
+        clusters it shows are read back (their normalized text) one document
+        at a time."""
+        from .report_html import html_data, write_html
 
         class _Corpus:
             texts = runner.texts("text.arrow")
             ids = runner.texts("ids.arrow")
-        write_html(os.path.join(folder, "report.html"), report, result_arrays(runner), _Corpus)
+        m = runner.assign_meta
+        chunks = ((int(runner.doc_starts[ci]), r) for ci, r in runner.chunk_results(
+            ("cluster", "kept", "duplicate_of", "similarity", "pair_similarity", "pair_exact")))
+        data = html_data(chunks, float(self.cfg.threshold), m["cluster_sizes"], m["largest"],
+                         m["pairs"]["fuzzy_min"], m["removed_similarity"]["min"])
+        write_html(os.path.join(folder, "report.html"), report, data, _Corpus)
 
 
 def run(inputs, output: str, config: Config | None = None, *, device: str = "cpu",

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import difflib
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from .arrays import unique
+from .stages.summaries import size_counts, size_labels, top_clusters
 from .edge import clean_tree
 from .html_page import esc, page, write_page
 from .params import approx_threshold, collision_probability
@@ -181,33 +183,95 @@ def svg_stage_seconds(seconds: dict, width: int = 520) -> str:
 
 def size_histogram(sizes: np.ndarray):
     """Cluster sizes in bins 1, 2, 3, 4, 5-8, 9-16, ...: ``(labels, counts)``."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if sizes.size == 0:
-        return [], []
-    edges = [1, 2, 3, 4, 5]
-    top = int(sizes.max())
-    while edges[-1] <= top:
-        edges.append(edges[-1] * 2 - 1 if edges[-1] > 4 else edges[-1] + 1)
-    edges = sorted(set(edges))
-    labels, counts = [], []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        c = int(((sizes >= lo) & (sizes < hi)).sum())
-        labels.append(str(lo) if hi - lo == 1 else f"{lo}-{hi - 1}")
-        counts.append(c)
-    while counts and counts[-1] == 0:
-        labels.pop()
-        counts.pop()
-    return labels, counts
+    return size_labels(size_counts(sizes))
 
 
-def similarity_histogram(sims: np.ndarray, lo: float, bins: int = 20):
-    sims = np.asarray(sims, dtype=np.float64)
-    lo = float(min(lo, sims.min())) if sims.size else float(lo)
-    lo = math.floor(lo * 20) / 20
-    edges = np.linspace(lo, 1.0, bins + 1)
-    counts, _ = np.histogram(sims, bins=edges)
-    labels = [f"{a:.2f}" for a in edges[:-1]]
-    return labels, counts.tolist()
+def similarity_edges(lowest, threshold: float, bins: int = 20) -> np.ndarray:
+    """The edges of a histogram of similarities from the lowest (or the
+    threshold, if lower; rounded down to 0.05) to 1."""
+    lo = float(threshold) if lowest is None else float(min(threshold, lowest))
+    return np.linspace(math.floor(lo * 20) / 20, 1.0, bins + 1)
+
+
+@dataclass
+class HtmlData:
+    """What the page shows of a run's results, gathered chunk by chunk
+    (:func:`html_data`) or from a library result (:func:`data_of_result`).
+
+    Attributes:
+        sizes: cluster sizes, ``(labels, counts)``.
+        pair_hist, removed_hist: ``(labels, counts)`` of the similarities of
+            the near-duplicate pairs and of the removed documents.
+        fuzzy_edges, exact_edges, removed, below: counts.
+        groups: the largest clusters, largest first: ``(label, size,
+            removed, shown)``; ``shown`` lists ``(document, duplicate_of,
+            similarity)`` of the first removed members.
+    """
+
+    sizes: tuple
+    pair_hist: tuple
+    removed_hist: tuple
+    fuzzy_edges: int
+    exact_edges: int
+    removed: int
+    below: int
+    groups: list
+
+
+def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_min) -> HtmlData:
+    """The page's data in one pass over ``chunks``: an iterable of ``(d0,
+    arrays)``, each chunk's first document and its ``cluster``, ``kept``,
+    ``duplicate_of``, ``similarity``, ``removed`` (the documents of the
+    output removed), ``pair_similarity`` and ``pair_exact``; the cluster
+    sizes in bins (:func:`~gpu_dedup.stages.summaries.size_counts`), the
+    largest clusters ``(labels, sizes)`` and the lowest similarities
+    gathered before."""
+    pe = similarity_edges(fuzzy_min, threshold)
+    re_ = similarity_edges(removed_min, threshold)
+    pair_c = np.zeros(pe.size - 1, np.int64)
+    rem_c = np.zeros(re_.size - 1, np.int64)
+    fuzzy = exact = removed = below = 0
+    labels, sizes = (np.asarray(x, dtype=np.int64) for x in largest)
+    rows = []                        # (label, document, kept, duplicate_of, similarity)
+    for d0, r in chunks:
+        fz = ~r["pair_exact"]
+        ps = r["pair_similarity"][fz]
+        pair_c += np.histogram(ps, bins=pe)[0]
+        fuzzy += int(ps.size)
+        exact += int(np.count_nonzero(~fz))
+        rs = r["similarity"][r["removed"]]
+        rem_c += np.histogram(rs, bins=re_)[0]
+        removed += int(rs.size)
+        below += int(np.count_nonzero(rs < threshold))
+        at = np.flatnonzero(np.isin(r["cluster"], labels))
+        rows += zip(r["cluster"][at].tolist(), (at + d0).tolist(), r["kept"][at].tolist(),
+                    r["duplicate_of"][at].tolist(), r["similarity"][at].tolist())
+    groups = []
+    for label, size in zip(labels.tolist(), sizes.tolist()):
+        gone = [(d, dup, sim) for c, d, k, dup, sim in rows if c == label and not k]
+        groups.append((label, size, len(gone), gone[:REMOVED_PER_CLUSTER]))
+    return HtmlData(size_labels(size_bins), ([f"{a:.2f}" for a in pe[:-1]], pair_c.tolist()),
+                    ([f"{a:.2f}" for a in re_[:-1]], rem_c.tolist()), fuzzy, exact, removed,
+                    below, groups)
+
+
+def data_of_result(result, threshold: float) -> HtmlData:
+    """The page's data of a library result (whole arrays, one chunk)."""
+    cluster = np.asarray(result.cluster)
+    kept = np.asarray(result.kept, dtype=bool)
+    labels, sizes = unique(cluster, return_counts=True) if cluster.size else (
+        np.zeros(0, np.int64), np.zeros(0, np.int64))
+    multi = sizes > 1
+    largest = top_clusters(labels[multi], sizes[multi], TOP_CLUSTERS)
+    sims = np.asarray(result.pair_similarity, dtype=np.float64)
+    ex = np.asarray(result.pair_exact, dtype=bool)
+    dsim = np.asarray(result.similarity, dtype=np.float64)
+    fz = sims[~ex]
+    rs = dsim[~kept]
+    arrays = {"cluster": cluster, "kept": kept, "duplicate_of": np.asarray(result.duplicate_of),
+              "similarity": dsim, "removed": ~kept, "pair_similarity": sims, "pair_exact": ex}
+    return html_data([(0, arrays)], threshold, size_counts(sizes), largest,
+                     float(fz.min()) if fz.size else None, float(rs.min()) if rs.size else None)
 
 
 # ---------------------------------------------------------------------------
@@ -255,42 +319,17 @@ def word_diff(kept: str, other: str) -> tuple[str, str, int]:
     return left + more, right + more, diff
 
 
-def largest_clusters(cluster: np.ndarray, kept: np.ndarray, top: int = TOP_CLUSTERS):
-    """``[(cluster_label, members)]`` of the ``top`` largest clusters with
-    duplicates, largest first (ties: smallest label); members in input order."""
-    cluster = np.asarray(cluster)
-    if cluster.size == 0:
-        return []
-    labels, counts = unique(cluster, return_counts=True)
-    multi = counts > 1
-    labels, counts = labels[multi], counts[multi]
-    order = np.lexsort((labels, -counts))[:top]
-    chosen = labels[order]
-    pos = np.flatnonzero(np.isin(cluster, chosen))
-    out = []
-    for c in chosen.tolist():
-        out.append((int(c), pos[cluster[pos] == c]))
-    return out
-
-
-def _clusters_html(result, corpus) -> str:
+def _clusters_html(data: HtmlData, corpus) -> str:
     """The largest clusters: each removed document beside the kept document
     it names (``duplicate_of``), with the words that differ marked."""
     texts = corpus.texts
     ids = corpus.ids
-    kept = np.asarray(result.kept)
-    dup = np.asarray(result.duplicate_of)
-    dsim = np.asarray(result.similarity)
     parts = []
-    groups = largest_clusters(result.cluster, kept)
-    if not groups:
+    if not data.groups:
         return '<p class="note">No duplicates were found.</p>'
-    for rank, (label, members) in enumerate(groups, 1):
-        removed = [int(m) for m in members if not kept[m]]
-        shown = removed[:REMOVED_PER_CLUSTER]
+    for rank, (label, size, n_removed, shown) in enumerate(data.groups, 1):
         rows = []
-        for m in shown:
-            d = int(dup[m])
+        for m, d, sim in shown:
             kept_text = texts[d].as_py()
             other = texts[m].as_py()
             left, right, nd = word_diff(kept_text, other)
@@ -300,10 +339,10 @@ def _clusters_html(result, corpus) -> str:
                 f'{esc(ids[d].as_py())}</div>{left}</div>'
                 f'<div class="doc removed"><div class="id">removed: {esc(ids[m].as_py())} '
                 f'<span class="note">(duplicate of {esc(ids[d].as_py())}, similarity '
-                f'{dsim[m]:.3f}; {same})</span></div>{right}</div></div>')
+                f'{sim:.3f}; {same})</span></div>{right}</div></div>')
         parts.append(
-            f'<div class="cluster"><h3>#{rank}: {len(members):,} documents '
-            f'<span class="note">(cluster {label}; showing {len(shown)} of {len(removed):,} '
+            f'<div class="cluster"><h3>#{rank}: {size:,} documents '
+            f'<span class="note">(cluster {label}; showing {len(shown)} of {n_removed:,} '
             f'removed, each beside the kept document it duplicates; struck-out words of the '
             f'kept document are missing from the removed one)</span></h3>{"".join(rows)}</div>')
     return "".join(parts)
@@ -314,7 +353,7 @@ def _table(rows) -> str:
     return f"<table>{body}</table>"
 
 
-def render(report: dict, result, corpus) -> str:
+def render(report: dict, data: HtmlData, corpus) -> str:
     """The page, as a string."""
     d = report["documents"]
     e = report["edges"]
@@ -326,20 +365,12 @@ def render(report: dict, result, corpus) -> str:
     cards_html = "".join(f'<div class="card {cls}" id="count-{key}"><div class="n">{n:,}</div>'
                          f'<div class="l">{esc(label)}</div></div>'
                          for key, n, label, cls in cards)
-    cluster = np.asarray(result.cluster)
-    _, sizes = unique(cluster, return_counts=True) if cluster.size else (None, np.zeros(0))
-    sl, sc = size_histogram(sizes)
-    fuzzy = ~np.asarray(result.pair_exact, dtype=bool)
-    sims = np.asarray(result.pair_similarity, dtype=np.float64)[fuzzy]
-    hl, hc = similarity_histogram(sims, float(p["threshold"]))
+    sl, sc = data.sizes
+    hl, hc = data.pair_hist
     sel = report.get("selection", {})
-    gone = ~np.asarray(result.kept, dtype=bool)
-    rsims = np.asarray(result.similarity, dtype=np.float64)[gone]
-    rl, rc = similarity_histogram(rsims, float(p["threshold"]))
-    below = int(np.count_nonzero(rsims < float(p["threshold"])))
+    rl, rc = data.removed_hist
     warn_html = (f'<p class="warn" id="selection-warning">{esc(sel["warning"])}</p>'
                  if sel.get("warning") else "")
-    n_exact_edges = int((~fuzzy).sum())
     bad = report.get("bad_records", {})
     details = [("clusters", report["clusters"]["total"]),
                ("clusters with duplicates", report["clusters"]["with_duplicates"]),
@@ -385,18 +416,18 @@ gpu-dedup {esc(report.get('versions', {}).get('gpu_dedup', ''))} ·
 {svg_bars(sl, sc, "cluster sizes", "documents per cluster", log=True)}</div></section>
 <section id="similarities"><h2>Similarity of verified edges</h2><div class="panel">
 {svg_bars(hl, hc, "similarity of verified edges", "similarity", color="#b86b00")}
-<p class="note">{sims.size:,} near-duplicate edges; {n_exact_edges:,} exact-duplicate edges
+<p class="note">{data.fuzzy_edges:,} near-duplicate edges; {data.exact_edges:,} exact-duplicate edges
 (similarity 1) are not drawn.</p></div></section>
 </div>
 <section id="removals"><h2>Each removed document against the kept document it names</h2>
 <div class="panel">{warn_html}
 {svg_bars(rl, rc, "similarity of removed documents", "similarity", color="#2f7d4f")}
-<p class="note">{rsims.size:,} removed documents ({esc(sel.get("mode", ""))} selection);
-{below:,} below the threshold {float(p["threshold"]):g}.</p></div></section>
+<p class="note">{data.removed:,} removed documents ({esc(sel.get("mode", ""))} selection);
+{data.below:,} below the threshold {float(p["threshold"]):g}.</p></div></section>
 <h2 id="largest">The {TOP_CLUSTERS} largest clusters</h2>
 <p class="note">Texts as they were compared: after normalization
 ({esc(",".join(report["parameters"].get("normalize") or ["none"]))}).</p>
-{_clusters_html(result, corpus)}
+{_clusters_html(data, corpus)}
 {bad_html}
 <h2>Inputs</h2><div class="panel"><table><tr><th>input</th><th>format</th><th>documents</th>
 <th>kept rows in</th></tr>{inputs}</table></div>
@@ -404,6 +435,9 @@ gpu-dedup {esc(report.get('versions', {}).get('gpu_dedup', ''))} ·
     return page(f"gpu-dedup report: {p.get('name', '')}", body, _CSS)
 
 
-def write_html(path: str, report: dict, result, corpus) -> None:
-    """Write ``report.html`` for a finished run."""
-    write_page(path, render(clean_tree(report), result, corpus))
+def write_html(path: str, report: dict, data, corpus) -> None:
+    """Write ``report.html`` for a finished run: ``data`` is its
+    :class:`HtmlData`, or a library result (:func:`data_of_result`)."""
+    if not isinstance(data, HtmlData):
+        data = data_of_result(data, float(report["parameters"]["threshold"]))
+    write_page(path, render(clean_tree(report), data, corpus))

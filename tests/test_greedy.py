@@ -12,8 +12,8 @@ from gpu_dedup import Config, deduplicate
 from gpu_dedup import reference as ref
 from gpu_dedup.backend import CpuBackend
 from gpu_dedup.stages.normalize import text_buffers
-from gpu_dedup.stages.select import (greedy_reference, greedy_rounds, greedy_select,
-                                     similarity_summary, unpack)
+from gpu_dedup.stages.select import greedy_reference, greedy_rounds, greedy_select, unpack
+from gpu_dedup.stages.summaries import similarity_summary
 from gpu_dedup.stages.signatures import signatures
 from realtext import paragraphs
 

@@ -13,13 +13,14 @@ import subprocess
 import tempfile
 import zlib
 from html.parser import HTMLParser
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from gpu_dedup.config import Config
 from gpu_dedup.pipeline import run
-from gpu_dedup.report_html import largest_clusters, size_histogram, word_diff
+from gpu_dedup.report_html import data_of_result, size_histogram, word_diff
 
 CFG = Config(shingle="word", ngram=2, normalize=("lower", "ws"), num_perm=64, bands=16, rows=4,
              threshold=0.5)
@@ -136,10 +137,19 @@ def test_word_diff_and_histograms():
     labels, counts = size_histogram(np.array([1, 1, 1, 2, 3, 5, 9, 17]))
     assert labels == ["1", "2", "3", "4", "5-8", "9-16", "17-32"]
     assert counts == [3, 1, 1, 0, 1, 1, 1]
-    cluster = np.array([0, 0, 2, 0, 4, 4, 6])
-    kept = np.array([True, False, True, False, True, False, True])
-    got = largest_clusters(cluster, kept, top=5)
-    assert [(c, m.tolist()) for c, m in got] == [(0, [0, 1, 3]), (4, [4, 5])]
+    # the largest clusters, largest first, each with its removed members
+    # (the first ones shown beside the document they name)
+    result = SimpleNamespace(cluster=np.array([0, 0, 2, 0, 4, 4, 6]),
+                             kept=np.array([True, False, True, False, True, False, True]),
+                             duplicate_of=np.array([-1, 0, -1, 0, -1, 4, -1]),
+                             similarity=np.array([np.nan, 0.9, np.nan, 1.0, np.nan, 0.7, np.nan]),
+                             pair_similarity=np.array([0.9, 1.0, 0.7]),
+                             pair_exact=np.array([False, True, False]))
+    data = data_of_result(result, 0.8)
+    assert data.groups == [(0, 3, 2, [(1, 0, 0.9), (3, 0, 1.0)]), (4, 2, 1, [(5, 4, 0.7)])]
+    assert data.sizes == (["1", "2", "3"], [2, 1, 1])
+    assert (data.fuzzy_edges, data.exact_edges, data.removed, data.below) == (2, 1, 3, 1)
+    assert data.pair_hist[0][0] == "0.70" and sum(data.pair_hist[1]) == 2
 
 
 # ---------------------------------------------------------------------------

@@ -164,8 +164,11 @@ def test_a_run_writes_only_under_the_layout(tmp_path, cluster):
     files = _assert_laid_out(unit, layout.NEAR_DUPLICATE_FOLDERS)
     for stage in layout.NEAR_DUPLICATE_FOLDERS[:-1]:
         assert layout.stage(stage) + layout.MARKER in files, stage
-    for name in layout.FINAL:
-        assert layout.final(name) in files, name
+    for key in (layout.chunk_key(0, 0), layout.chunk_key(1, 0)):
+        for name in layout.FINAL + layout.TARGETS:
+            assert layout.final_file(key, name) in files, name
+    for name in layout.EXACT_FOR_ASSIGN:
+        assert layout.exact(name) in files, name
     assert layout.exact("reps") in files
     assert layout.selected("accepted") in files
     assert layout.chunk_file(layout.chunk_key(1, 0), layout.TEXT) in files

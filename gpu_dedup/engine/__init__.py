@@ -42,12 +42,10 @@ def as_text_array(texts) -> pa.Array:
 
 
 def result_arrays(runner) -> DedupResult:
-    """A finished runner's arrays as a :class:`DedupResult` (memory-mapped
-    from a disk store)."""
+    """A finished runner's arrays as a :class:`DedupResult`, in memory."""
     f = runner.final
-    return DedupResult(f("cluster", True), f("kept", True), f("duplicate_of", True),
-                       f("similarity", True), f("pair_a", True),
-                       f("pair_b", True), f("pair_similarity", True), f("pair_exact", True),
+    return DedupResult(f("cluster"), f("kept"), f("duplicate_of"), f("similarity"),
+                       f("pair_a"), f("pair_b"), f("pair_similarity"), f("pair_exact"),
                        runner.stats(), dict(runner.timer.seconds), runner.cfg, runner.be.name,
                        runner.plan.describe())
 

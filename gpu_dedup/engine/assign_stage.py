@@ -1,6 +1,11 @@
 """The last stage, ``assign``: per document, kept or not, the kept document it
-duplicates and the similarity to it, its cluster; and the pairs found
-(:func:`gpu_dedup.engine.layout.final` of each name of :data:`FINAL`).
+duplicates and the similarity to it, its cluster; and the pairs found. Each
+chunk of documents is a unit of work of its own
+(:mod:`gpu_dedup.engine.assign_tasks`) that writes its arrays
+(:func:`gpu_dedup.engine.layout.final_file` of each name of :data:`FINAL`);
+the stage's numbers are merged from the chunks' and from ranges of cluster
+labels, so that no step holds an array over every document (but connected
+components, which label the whole graph at once).
 
 :class:`AssignStage` is part of :class:`gpu_dedup.engine.runner.Runner`.
 """
@@ -8,14 +13,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import distinct_count, unique
 from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import pack_edges, unpack_edges
-from ..stages.select import chaining_summary, similarity_summary
+from ..stages.select import chaining_summary
+from ..stages.summaries import add_counts, merge_similarity, top_clusters, values_in_bins
+from ..arrays import unique
 from . import layout, tasks
+from .assign_tasks import TOP, save_chunk, task_assign, task_cluster_sizes
 from .records import ScoreInputs
 
-#: The per-document and per-pair result arrays (:func:`~gpu_dedup.engine.layout.final`).
+#: The per-document and per-pair result arrays (:func:`~gpu_dedup.engine.layout.final_file`).
 FINAL = layout.FINAL
 
 
@@ -26,43 +33,87 @@ class AssignStage:
         """Per document: kept, the kept document it duplicates and the
         similarity to it, its cluster; and the verified pairs."""
         meta = self._stage_done("assign")
-        st = self.store
         if meta is None:
-            N = self.N
-            members = st.load_npy(layout.exact("members"))
-            member_rep = st.load_npy(layout.exact("member_rep"))
-            rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
-            rep_doc[members] = member_rep
-            ea, eb, sim, is_exact = self._pairs(members, member_rep)
-            n_exact = int(members.size)
-            del members, member_rep
+            items = [{"key": c["key"], "d0": int(self.doc_starts[ci]),
+                      "d1": int(self.doc_starts[ci + 1]), "context": int(self.C)}
+                     for ci, c in enumerate(self.chunks)]
+            chaining = None
             if self.cfg.cluster == "greedy":
-                kept, dup, dsim = self._select_greedy(rep_doc)
-                cluster = np.where(kept, np.arange(N, dtype=np.int64), dup)
+                parts = self._map("assign", task_assign, items)
             else:
-                kept, cluster = self._select_components(ea, eb)
-                dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
-            removed = ~kept
-            removed[:self.C] = False            # the context is no output
-            exact = removed & (rep_doc == rep_doc[np.maximum(dup, 0)])
-            exact_removed = int(np.count_nonzero(exact))
-            if self.C:
-                n_exact = int(np.count_nonzero(eb[is_exact] >= self.C))
-            for name, arr in zip(FINAL, (cluster, kept, dup, dsim, ea, eb, sim, is_exact)):
-                st.save_npy(layout.final(name), arr)
-            rsim = dsim[removed]
-            n_kept = int(kept[self.C:].sum())
-            meta = {"kept": n_kept, "clusters": n_kept,
-                    "duplicate_clusters": distinct_count(cluster[removed]),
-                    "exact_removed": exact_removed, "exact_edges": n_exact,
-                    "removed_similarity": similarity_summary(rsim, float(self.cfg.threshold)),
-                    "units": 1}
-            if self.cfg.cluster == "components":
-                meta["chaining"] = chaining_summary(cluster, kept, rsim,
-                                                    float(self.cfg.threshold))
-            del cluster, kept, dup, dsim, ea, eb, sim, is_exact, rep_doc
-            st.mark_done(layout.stage("assign"), meta, [layout.final(n) for n in FINAL])
+                parts, chaining = self._assign_components(items)
+            meta = self._assign_meta(items, parts)
+            if chaining is not None:
+                meta["chaining"] = chaining
+            self.store.mark_done(layout.stage("assign"), meta,
+                                 units=[layout.assign_chunk(it["key"]) for it in items])
         self.assign_meta = meta
+
+    def _assign_meta(self, items: list, parts: list) -> dict:
+        """The stage's numbers, merged from the chunks' and from ranges of
+        cluster labels (each chunk's documents' labels)."""
+        threshold = float(self.cfg.threshold)
+
+        def values_in(bins):
+            found = [values_in_bins(r["similarity"][r["removed"]], bins)
+                     for _, r in self.chunk_results(("kept", "similarity"))]
+            return np.concatenate(found) if found else np.zeros(0)
+
+        removed_similarity = merge_similarity([p["removed_similarity"] for p in parts],
+                                              threshold, values_in)
+        keys = [it["key"] for it in items]
+        ranges = [{"lo": it["d0"], "hi": it["d1"], "sources": keys} for it in items]
+        sizes = self._map("assign", task_cluster_sizes, ranges)
+        bins = np.zeros(0, np.int64)
+        for s in sizes:
+            bins = add_counts(bins, s["bins"])
+        singletons = sum(p["roots"] for p in parts) - sum(s["joined"] for s in sizes)
+        bins = add_counts(bins, [singletons])
+        labels = np.array([x for s in sizes for x in s["top"][0]], dtype=np.int64)
+        tops = np.array([x for s in sizes for x in s["top"][1]], dtype=np.int64)
+        top_l, top_s = top_clusters(labels, tops, TOP)
+        fuzzy_mins = [p["fuzzy_min"] for p in parts if p["fuzzy_min"] is not None]
+        n_kept = sum(p["kept"] for p in parts)
+        return {"kept": n_kept, "clusters": n_kept,
+                "duplicate_clusters": sum(s["with_duplicates"] for s in sizes),
+                "exact_removed": sum(p["exact_removed"] for p in parts),
+                "exact_edges": sum(p["exact_edges"] for p in parts),
+                "removed_similarity": removed_similarity,
+                "cluster_sizes": [int(b) for b in bins],
+                "largest": [[int(x) for x in top_l], [int(x) for x in top_s]],
+                "pairs": {"exact": sum(p["all_exact_edges"] for p in parts),
+                          "fuzzy": sum(p["fuzzy_edges"] for p in parts),
+                          "fuzzy_min": min(fuzzy_mins) if fuzzy_mins else None},
+                "units": len(items) + len(ranges)}
+
+    def _assign_components(self, items: list):
+        """Connected components of the pairs over every document at once,
+        each chunk's part then saved as :func:`task_assign` would."""
+        N = self.N
+        st = self.store
+        members = st.load_npy(layout.exact("members"))
+        member_rep = st.load_npy(layout.exact("member_rep"))
+        rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
+        rep_doc[members] = member_rep
+        ea, eb, sim, is_exact = self._pairs(members, member_rep)
+        del members, member_rep
+        kept, cluster = self._select_components(ea, eb)
+        dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
+        exact = ~kept & (rep_doc == rep_doc[np.maximum(dup, 0)])
+        removed = ~kept
+        removed[:self.C] = False
+        chaining = chaining_summary(cluster, kept, dsim[removed], float(self.cfg.threshold))
+        del rep_doc, removed
+        cut = np.searchsorted(ea, self.doc_starts)
+        parts = []
+        for ci, it in enumerate(items):
+            d0, d1 = it["d0"], it["d1"]
+            p0, p1 = int(cut[ci]), int(cut[ci + 1])
+            parts.append(save_chunk(self.ctx, it, cluster[d0:d1], kept[d0:d1].copy(),
+                                    dup[d0:d1], dsim[d0:d1], exact[d0:d1],
+                                    (ea[p0:p1], eb[p0:p1], sim[p0:p1], is_exact[p0:p1])))
+        self.units["assign"] = self.units.get("assign", 0) + len(items)
+        return parts, chaining
 
     def _pairs(self, members, member_rep):
         """The exact and the accepted pairs, as document indices ``a < b``,
@@ -83,33 +134,6 @@ class AssignStage:
         del ea, eb
         order = np.argsort(pack_edges(lo, hi), kind="stable")
         return lo[order], hi[order], sim[order], is_exact[order]
-
-    def _select_greedy(self, rep_doc):
-        """Documents from the representatives' selection: a surviving group
-        of identical texts keeps its best document (the first, or the
-        longest) and the rest name it at similarity 1; a removed group names
-        the kept document its representative duplicates."""
-        st = self.store
-        N = self.N
-        best = st.load_npy(layout.selected("best"))
-        rep_kept = st.load_npy(layout.selected("rep_kept"))
-        rep_dup = st.load_npy(layout.selected("rep_dup"))
-        rep_sim = st.load_npy(layout.selected("rep_sim"))
-        kept = np.ones(N, dtype=bool)
-        dup = np.full(N, -1, np.int64)
-        dsim = np.full(N, np.nan)
-        in_group = np.zeros(N, dtype=bool)
-        in_group[self.reps] = True
-        in_group |= rep_doc != np.arange(N)
-        docs = np.flatnonzero(in_group)
-        g = np.searchsorted(self.reps, rep_doc[docs])
-        survives = rep_kept[g]
-        kept[docs] = survives & (docs == best[g])
-        target = np.where(survives, best[g], best[np.maximum(rep_dup[g], 0)])
-        gone = ~kept[docs]
-        dup[docs[gone]] = target[gone]
-        dsim[docs[gone]] = np.where(survives[gone], 1.0, rep_sim[g[gone]])
-        return kept, dup, dsim
 
     def _select_components(self, ea, eb):
         """Connected components of the pairs, and the kept document of each."""

@@ -29,6 +29,8 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
       reps.npy                    the representatives' positions, sorted
       members.npy, member_rep.npy every other document of a group of
                                   identical texts, and its representative
+      member_group.npy            each member's representative's number
+      pair_rep.npy, pair_member.npy   the same pairs sorted by representative
     signatures/                   written by signatures; read by buckets,
                                   select (band keys, signature scores)
       r{r0}.keys.npy              band keys of a block of representatives
@@ -55,8 +57,14 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   ranks (greedy), batches/c{call}/b{i}.npy
                                   (components; disk store; + .done)
     assign/                       written by assign; read by the outputs
-      cluster.npy, kept.npy, duplicate_of.npy, similarity.npy,
-      pair_a.npy, pair_b.npy, pair_similarity.npy, pair_exact.npy
+      {chunk}/                    one chunk's documents
+        cluster.npy, kept.npy, duplicate_of.npy, similarity.npy
+        pair_a.npy, pair_b.npy, pair_similarity.npy, pair_exact.npy: the
+                                  pairs whose first document is in the chunk
+        targets.npy, target_counts.npy: the clusters its documents join
+                                  (other than their own), and how many join
+        removed_labels.npy        the clusters of its removed documents
+      {chunk}.done
       batches/c{call}/b{i}.npy    assign's own batches of scores (+ .done)
     hash{seed}/                   written by hash; read by vocab, windows, cut
       {chunk}/                    wh.npy, ws.npy (windows' hashes and first
@@ -163,6 +171,10 @@ def chunk_file(key: str, name: str) -> str:
 
 #: The arrays of an exact partition and of the whole stage, ``NAME.npy``.
 EXACT_ARRAYS = ("reps", "members", "member_rep")
+#: What the whole stage adds for the assign stage: each member's
+#: representative's number, and the pairs (representative, member) sorted
+#: by representative.
+EXACT_FOR_ASSIGN = ("member_group", "pair_rep", "pair_member")
 
 
 def exact_part(parts: int, p: int) -> str:
@@ -283,9 +295,18 @@ def range_batches(k: int) -> str:
     return f"{SELECT_BATCHES}/k{k:05d}"
 
 
-def final(name: str) -> str:
-    """The assign stage's array ``name`` (of :data:`FINAL`)."""
-    return f"{ASSIGN}/{name}.npy"
+#: What a chunk's assign unit writes besides :data:`FINAL`.
+TARGETS = ("targets", "target_counts", "removed_labels")
+
+
+def assign_chunk(key: str) -> str:
+    """The assign unit of the chunk ``key``."""
+    return f"{ASSIGN}/{key}"
+
+
+def final_file(key: str, name: str) -> str:
+    """Array ``name`` (of :data:`FINAL` or :data:`TARGETS`) of the chunk ``key``."""
+    return file(assign_chunk(key), f"{name}.npy")
 
 
 def score_batch(prefix: str, call: int, i: int) -> str:

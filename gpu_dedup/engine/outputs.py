@@ -18,6 +18,7 @@ from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
 from . import layout
+from .assign_tasks import output_removed
 from .records import Documents
 from .tasks import Ctx, gather
 
@@ -29,11 +30,24 @@ ROW_GROUP = 1 << 20
 class RunOutputs:
     """The outputs of a finished :class:`~gpu_dedup.engine.runner.Runner`."""
 
-    def final(self, name: str, mmap: bool = False) -> np.ndarray:
-        """A per-document or per-edge result array (``cluster``, ``kept``,
-        ``duplicate_of``, ``similarity``, ``pair_a``, ``pair_b``,
-        ``pair_similarity``, ``pair_exact``)."""
-        return self.store.load_npy(layout.final(name), mmap=mmap)
+    def final(self, name: str) -> np.ndarray:
+        """A per-document or per-pair result array over the whole run
+        (``cluster``, ``kept``, ``duplicate_of``, ``similarity``, ``pair_a``,
+        ``pair_b``, ``pair_similarity``, ``pair_exact``): the chunks' parts
+        end to end, in memory (the library's result; the outputs read the
+        chunks one at a time, :meth:`chunk_results`)."""
+        parts = [self.store.load_npy(layout.final_file(c["key"], name)) for c in self.chunks]
+        return np.concatenate(parts) if len(parts) != 1 else parts[0]
+
+    def chunk_results(self, names=layout.FINAL):
+        """Each chunk's result arrays ``names``, one chunk at a time:
+        ``(ci, {name: array})``; with ``kept``, also ``removed``: the
+        documents of the output removed (:func:`output_removed`)."""
+        for ci, c in enumerate(self.chunks):
+            r = {n: self.store.load_npy(layout.final_file(c["key"], n)) for n in names}
+            if "kept" in r:
+                r["removed"] = output_removed(r["kept"], int(self.doc_starts[ci]), self.C)
+            yield ci, r
 
     def stats(self) -> dict:
         N = self.N - self.C              # the outputs' documents
@@ -100,10 +114,9 @@ class RunOutputs:
         return pa.array(out, pa.string())
 
     def write(self, folder: str, on_progress=None) -> dict:
-        """clusters.parquet, pairs.parquet and data/ into ``folder``."""
+        """clusters.parquet, pairs.parquet and data/ into ``folder``, a chunk
+        of documents at a time."""
         st = self.store
-        cluster = self.final("cluster", mmap=True)
-        kept = self.final("kept")
         total = 2 + len(self.shard_paths)
         step = [0]
 
@@ -112,8 +125,6 @@ class RunOutputs:
             if on_progress is not None:
                 on_progress("write", step[0], total)
 
-        dup = self.final("duplicate_of", mmap=True)
-        dsim = self.final("similarity", mmap=True)
         fields = [("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
                   ("duplicate_of", pa.string()), ("similarity", pa.float64())]
         if self.context is not None:
@@ -121,48 +132,46 @@ class RunOutputs:
         schema = pa.schema(fields)
         with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
             rg = RowGroups(w, schema)
-            for ci, c in enumerate(self.chunks):
+            for ci, r in self.chunk_results(("cluster", "kept", "duplicate_of", "similarity")):
+                c = self.chunks[ci]
                 if self.C and c["file"] == 0:
                     continue                     # the context is no output
-                d0, d1 = int(self.doc_starts[ci]), int(self.doc_starts[ci + 1])
                 ids = st.column(layout.chunk_file(c["key"], layout.IDS)).cast(pa.string())
-                k = np.asarray(kept[d0:d1])
-                d = np.asarray(dup[d0:d1])
+                k, d = r["kept"], r["duplicate_of"]
                 gone = np.flatnonzero(~k)
-                slot = np.full(d1 - d0, -1, np.int64)
+                slot = np.full(k.size, -1, np.int64)
                 slot[gone] = np.arange(gone.size)
                 mask = pa.array(slot, mask=slot < 0)
                 cols = {"id": ids,
-                        "cluster": pa.array(np.asarray(cluster[d0:d1]), pa.int64()),
+                        "cluster": pa.array(r["cluster"], pa.int64()),
                         "kept": pa.array(k, pa.bool_()),
                         "duplicate_of": self._names(d[gone]).take(mask),
-                        "similarity": pa.array(np.asarray(dsim[d0:d1]), pa.float64(), mask=k)}
+                        "similarity": pa.array(r["similarity"], pa.float64(), mask=k)}
                 if self.context is not None:
                     cols["duplicate_of_index"] = self.context.index_names(d[gone]).take(mask)
                 rg.add(pa.table(cols, schema=schema))
-                del ids, cols
+                del ids, cols, r
+                release_memory(collect=False)
             rg.close()
-        del cluster, dup, dsim
         tick()
         release_memory()
-        pa_ = self.final("pair_a", mmap=True)
-        pb_ = self.final("pair_b", mmap=True)
-        ps_ = self.final("pair_similarity", mmap=True)
         schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
                             ("similarity", pa.float64())])
         with pq.ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
             rg = RowGroups(w, schema)
-            for s in range(0, pa_.shape[0], ROW_GROUP):
-                a = np.asarray(pa_[s:s + ROW_GROUP])
-                b = np.asarray(pb_[s:s + ROW_GROUP])
-                sims = np.asarray(ps_[s:s + ROW_GROUP])
+            for _, r in self.chunk_results(("pair_a", "pair_b", "pair_similarity")):
+                a, b, sims = r["pair_a"], r["pair_b"], r["pair_similarity"]
                 if self.C:                   # pairs with an output document (a < b)
                     out = b >= self.C
                     a, b, sims = a[out], b[out], sims[out]
-                rg.add(pa.table({"id_a": self._names(a), "id_b": self._names(b),
-                                 "similarity": pa.array(sims, pa.float64())}, schema=schema))
+                for s in range(0, a.size, ROW_GROUP):
+                    rg.add(pa.table({"id_a": self._names(a[s:s + ROW_GROUP]),
+                                     "id_b": self._names(b[s:s + ROW_GROUP]),
+                                     "similarity": pa.array(sims[s:s + ROW_GROUP],
+                                                            pa.float64())}, schema=schema))
+                del r, a, b, sims
+                release_memory(collect=False)
             rg.close()
-        del pa_, pb_, ps_
         tick()
         release_memory()
         data_dir = os.path.join(folder, "data")
@@ -172,13 +181,13 @@ class RunOutputs:
         for fi in range(first, len(self.shard_paths)):
             out = os.path.join(data_dir, names[fi - first])
             os.makedirs(os.path.dirname(out), exist_ok=True)
-            self._write_data(fi, out, kept)
+            self._write_data(fi, out)
             tick()
             release_memory(collect=False)
         return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
                 "report": "report.json", "report_html": "report.html"}
 
-    def _write_data(self, fi: int, out: str, kept: np.ndarray) -> None:
+    def _write_data(self, fi: int, out: str) -> None:
         """The kept records of shard ``fi``, written by the shard's own writer
         from their line (row, file) numbers."""
         idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
@@ -186,7 +195,9 @@ class RunOutputs:
         locs = np.concatenate([self.store.load_npy(layout.chunk_file(self.chunks[ci]["key"],
                                                                      layout.LOC))
                                for ci in idx])
-        keep = kept[int(self.doc_starts[idx[0]]):int(self.doc_starts[idx[-1] + 1])]
+        keep = np.concatenate([self.store.load_npy(layout.final_file(self.chunks[ci]["key"],
+                                                                     "kept"))
+                               for ci in idx])
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
                       texts=pa.array([], pa.large_string()), ids=None, locations=locs,
                       files=first.get("files"))

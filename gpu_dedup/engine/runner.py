@@ -155,10 +155,16 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 del order
             st.save_npy(layout.exact("members"), members)
             st.save_npy(layout.exact("member_rep"), member_rep)
-            del members, member_rep
+            # what the assign stage reads chunk by chunk: each member's
+            # representative's number, and the pairs by representative
+            st.save_npy(layout.exact("member_group"), np.searchsorted(reps, member_rep))
+            order = np.lexsort((members, member_rep))
+            st.save_npy(layout.exact("pair_rep"), member_rep[order])
+            st.save_npy(layout.exact("pair_member"), members[order])
+            del members, member_rep, order
             meta = {"reps": int(reps.size), "units": parts}
             st.mark_done(layout.stage("exact"), meta,
-                         [layout.exact(n) for n in layout.EXACT_ARRAYS])
+                         [layout.exact(n) for n in layout.EXACT_ARRAYS + layout.EXACT_FOR_ASSIGN])
         self.reps = st.load_npy(layout.exact("reps"))
         self.R = int(self.reps.size)
         return self.reps

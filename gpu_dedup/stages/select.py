@@ -495,33 +495,6 @@ def greedy_reference(buckets: list, n: int, score, threshold: float,
     return kept, dup, sims, skipped
 
 
-def similarity_summary(sims: np.ndarray, threshold: float, bins: int = 20) -> dict:
-    """How similar removed documents are to the kept document they name.
-
-    Args:
-        sims: float64 similarity of each removed document to its kept one.
-        threshold: the run's threshold.
-        bins: histogram bins over ``[0, 1]``.
-
-    Returns:
-        ``removed``, ``below_threshold`` (count and ``below_threshold_share``),
-        ``min``, ``p1``, ``p5``, ``median`` (None without removals) and
-        ``histogram`` (``edges`` and ``counts``).
-    """
-    sims = np.asarray(sims, dtype=np.float64)
-    n = int(sims.size)
-    below = int(np.count_nonzero(sims < threshold))
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    counts = np.histogram(np.clip(sims, 0.0, 1.0), bins=edges)[0] if n else np.zeros(bins)
-    q = (lambda p: float(np.quantile(sims, p))) if n else (lambda p: None)
-    return {"removed": n, "below_threshold": below,
-            "below_threshold_share": below / n if n else 0.0,
-            "min": float(sims.min()) if n else None, "p1": q(0.01), "p5": q(0.05),
-            "median": q(0.5),
-            "histogram": {"edges": [round(float(e), 4) for e in edges],
-                          "counts": [int(c) for c in counts]}}
-
-
 def chaining_summary(cluster: np.ndarray, kept: np.ndarray, removed_sims: np.ndarray,
                      threshold: float) -> dict:
     """Clusters of connected components whose members are far from their

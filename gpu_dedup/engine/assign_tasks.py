@@ -1,0 +1,192 @@
+"""The ``assign`` stage's tasks, one unit of work a chunk of documents (or a
+range of cluster labels); none reads more than its own documents and the
+few earlier ones they name.
+
+* :func:`task_assign`: greedy selection's decisions for one chunk's
+  documents, from the representatives' (each group of identical texts keeps
+  its best document when its representative survives, the others name it;
+  a removed group names the kept document its representative duplicates),
+  and the pairs whose first document is in the chunk;
+* :func:`save_chunk`: what every chunk's unit writes (also from the
+  components' whole arrays), and its few numbers: counts, the similarity
+  summary's part, the clusters its documents join;
+* :func:`task_cluster_sizes`: one range of cluster labels, gathered from
+  every chunk: how many clusters with duplicates, their sizes in bins, and
+  the largest of them.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..arrays import unique
+from ..stages.lsh import pack_edges, unpack_edges
+from ..stages.summaries import similarity_part, size_counts, top_clusters
+from . import layout
+from .tasks import Ctx
+
+_U64 = np.uint64
+#: The largest clusters each range of labels reports.
+TOP = 20
+
+
+def _slice(st, rel: str, lo: int, hi: int) -> np.ndarray:
+    """Rows ``lo .. hi`` of the stored array ``rel`` (only those pages read)."""
+    a = st.load_npy(rel, mmap=True)
+    out = np.array(a[lo:hi])
+    del a
+    return out
+
+
+def _take(st, rel: str, index: np.ndarray) -> np.ndarray:
+    """The stored array ``rel`` at ``index`` (only those pages read)."""
+    if not index.size:
+        return np.array(st.load_npy(rel, mmap=True)[:0])
+    a = st.load_npy(rel, mmap=True)
+    out = np.asarray(a[index]).copy()
+    del a
+    return out
+
+
+def _between(st, rel: str, lo, hi) -> tuple[int, int]:
+    """Where values ``lo`` and ``hi`` fall in the sorted stored array ``rel``."""
+    a = st.load_npy(rel, mmap=True)
+    out = np.searchsorted(a, np.array([lo, hi], dtype=a.dtype))
+    del a
+    return int(out[0]), int(out[1])
+
+
+def output_removed(kept: np.ndarray, d0: int, context: int) -> np.ndarray:
+    """Which documents of a chunk (its first ``d0``, its flags ``kept``) are
+    removed from the output: not kept, and not of the context (the first
+    ``context`` documents, an index's)."""
+    removed = ~np.asarray(kept, dtype=bool)
+    removed[:max(0, min(removed.size, context - d0))] = False
+    return removed
+
+
+def task_assign(item: dict, ctx: Ctx) -> dict:
+    """Greedy selection's results for the chunk ``item['key']`` (documents
+    ``d0 .. d1 - 1``); ``item['context']`` documents of an index come first."""
+    st = ctx.store
+    key, d0, d1 = item["key"], int(item["d0"]), int(item["d1"])
+    unit = layout.assign_chunk(key)
+    meta = st.done(unit)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    n = d1 - d0
+    g0, g1 = _between(st, layout.exact("reps"), d0, d1)
+    own = _slice(st, layout.exact("reps"), g0, g1)
+    m0, m1 = _between(st, layout.exact("members"), d0, d1)
+    members = _slice(st, layout.exact("members"), m0, m1)
+    group = np.concatenate([np.arange(g0, g1, dtype=np.int64),
+                            _slice(st, layout.exact("member_group"), m0, m1)])
+    docs = np.concatenate([own, members]) - d0
+    survives = _take(st, layout.selected("rep_kept"), group)
+    best = _take(st, layout.selected("best"), group)
+    kept = np.ones(n, dtype=bool)
+    kept[docs] = survives & (docs + d0 == best)
+    gone = np.flatnonzero(~kept[docs])
+    lost = gone[~survives[gone]]          # groups whose representative was removed
+    dup = np.full(n, -1, np.int64)
+    dsim = np.full(n, np.nan)
+    dup[docs[gone]] = best[gone]
+    dsim[docs[gone]] = 1.0
+    if lost.size:
+        rep_dup = _take(st, layout.selected("rep_dup"), group[lost])
+        dup[docs[lost]] = _take(st, layout.selected("best"), np.maximum(rep_dup, 0))
+        dsim[docs[lost]] = _take(st, layout.selected("rep_sim"), group[lost])
+    exact = np.zeros(n, dtype=bool)
+    exact[docs[gone[survives[gone]]]] = True
+    del docs, group, survives, best, gone, lost
+    cluster = np.where(kept, np.arange(d0, d1, dtype=np.int64), dup)
+    pairs = _chunk_pairs(st, d0, d1, g0, g1, own)
+    return save_chunk(ctx, item, cluster, kept, dup, dsim, exact, pairs)
+
+
+def _chunk_pairs(st, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> tuple:
+    """The exact and the accepted pairs whose first document is in
+    ``d0 .. d1 - 1`` (its representatives ``own``, numbers ``g0 .. g1 - 1``):
+    ``(a, b, similarity, exact)``, sorted by ``(a, b)``."""
+    p0, p1 = _between(st, layout.exact("pair_rep"), d0, d1)
+    ea = _slice(st, layout.exact("pair_rep"), p0, p1)
+    eb = _slice(st, layout.exact("pair_member"), p0, p1)
+    lo, hi = _between(st, layout.selected("accepted"), _U64(g0) << _U64(32),
+                      _U64(g1) << _U64(32))
+    u, v = unpack_edges(_slice(st, layout.selected("accepted"), lo, hi))
+    fa = own[u - g0]
+    fb = _take(st, layout.exact("reps"), v)
+    scores = _slice(st, layout.selected("scores"), lo, hi)
+    a = np.concatenate([ea, fa])
+    b = np.concatenate([eb, fb])
+    sim = np.concatenate([np.ones(ea.size), scores])
+    ex = np.concatenate([np.ones(ea.size, dtype=bool), np.zeros(fa.size, dtype=bool)])
+    order = np.argsort(pack_edges(a, b), kind="stable")
+    return a[order], b[order], sim[order], ex[order]
+
+
+def save_chunk(ctx: Ctx, item: dict, cluster, kept, dup, dsim, exact, pairs) -> dict:
+    """Write one chunk's results (documents ``item['d0'] ..``; ``exact``: the
+    removed ones whose kept document has their text; ``pairs`` as
+    :func:`_chunk_pairs` gives them) and return its numbers."""
+    st = ctx.store
+    unit = layout.assign_chunk(item["key"])
+    d0 = int(item["d0"])
+    context = int(item["context"])
+    n = kept.size
+    arrays = dict(zip(layout.FINAL, (cluster, kept, dup, dsim) + tuple(pairs)))
+    own = np.arange(d0, d0 + n, dtype=np.int64)
+    join = cluster != own
+    targets, counts = unique(cluster[join], return_counts=True)
+    removed = output_removed(kept, d0, context)
+    arrays.update(zip(layout.TARGETS, (targets, counts.astype(np.int64),
+                                       unique(cluster[removed]))))
+    files = [layout.final_file(item["key"], k) for k in arrays]
+    for name, arr in arrays.items():
+        st.save_npy(layout.final_file(item["key"], name), arr)
+    pa_, pb_, ps_, px_ = pairs
+    exact_edges = int(np.count_nonzero(px_ & (pb_ >= context)))
+    fuzzy = ps_[~px_]
+    meta = {"documents": n, "roots": int(n - np.count_nonzero(join)),
+            "kept": int(np.count_nonzero(kept[max(0, context - d0):])),
+            "exact_removed": int(np.count_nonzero(removed & exact)),
+            "exact_edges": exact_edges, "all_exact_edges": int(np.count_nonzero(px_)),
+            "fuzzy_edges": int(fuzzy.size),
+            "fuzzy_min": float(fuzzy.min()) if fuzzy.size else None,
+            "targets": int(targets.size),
+            "removed_similarity": similarity_part(dsim[removed], float(ctx.cfg.threshold)),
+            "pid": os.getpid()}
+    st.mark_done(unit, meta, files)
+    return {**meta, "reused": 0}
+
+
+def task_cluster_sizes(item: dict, ctx: Ctx) -> dict:
+    """The clusters labelled ``lo .. hi - 1`` (``item``), gathered from the
+    chunks ``item['sources']``: how many hold a removed document of the
+    output, how many have members besides the labelled one, their sizes in
+    bins (:func:`~gpu_dedup.stages.summaries.size_counts`), and the largest."""
+    st = ctx.store
+    lo, hi = int(item["lo"]), int(item["hi"])
+    labels, counts, removed = [], [], []
+    for key in item["sources"]:
+        for name, out in (("targets", labels), ("removed_labels", removed)):
+            rel = layout.final_file(key, name)
+            a, b = _between(st, rel, lo, hi)
+            if a == b:
+                continue
+            out.append(_slice(st, rel, a, b))
+            if name == "targets":
+                counts.append(_slice(st, layout.final_file(key, "target_counts"), a, b))
+    with_dup = int(unique(np.concatenate(removed)).size) if removed else 0
+    del removed
+    if not labels:
+        return {"with_duplicates": with_dup, "joined": 0, "bins": [], "top": [[], []]}
+    ids, inv = unique(np.concatenate(labels), return_inverse=True)
+    c = np.concatenate(counts)
+    del labels, counts
+    sizes = np.bincount(inv, weights=c, minlength=ids.size).astype(np.int64) + 1
+    top_l, top_s = top_clusters(ids, sizes, TOP)
+    return {"with_duplicates": with_dup, "joined": int(ids.size),
+            "bins": [int(x) for x in size_counts(sizes)],
+            "top": [[int(x) for x in top_l], [int(x) for x in top_s]]}
