@@ -18,7 +18,7 @@ from ..arrays import concat_csr, take_rows
 from ..memory import process_rss, release_memory
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
-from ..stages.select_ranges import RangeSelector, heads_of, merge, rank_bounds, select_range
+from ..stages.select_ranges import RangeSelector, heads_of, rank_bounds, select_range
 from . import bucket_tasks, layout, tasks
 from .tasks import row_in
 from .records import Blocks, Documents, ScoreInputs
@@ -157,13 +157,9 @@ class SelectStage:
                 score.release()
             del entries, held
             release_memory(collect=False)   # the range's arrays, back to the system
-        def load(r, k):
-            return dataclasses.replace(r, **{n: st.load_npy(layout.range_result(k, n))
-                                             for n in layout.RANGE_ARRAYS})
-        sel = merge((load(r, k) for r, k in zip(results, ranges_run)), self.R, selector)
-        del results, selector
         cache.clear()
-        return self._save_selection(sel, pos_of_rank, len(bounds) - 1, calls)
+        return self._save_selection(dict(zip(ranges_run, results)), bounds, selector.kept,
+                                    pos_of_rank, calls)
 
     def _range_sets(self, ranks: np.ndarray, k: int, r0: int, pos_of_rank, cache):
         """The shingle sets range ``k``'s scoring reads: those of its own
@@ -204,33 +200,70 @@ class SelectStage:
         """The representatives' positions of sorted ``ranks``, sorted."""
         return ranks if pos_of_rank is None else np.sort(pos_of_rank[ranks])
 
-    def _save_selection(self, sel, pos_of_rank, ranges: int, calls: int) -> dict:
-        """The selection over ranks saved by representative position."""
+    def _save_selection(self, results: dict, bounds: np.ndarray, kept: np.ndarray,
+                        pos_of_rank, calls: int) -> dict:
+        """What the ranges decided (``results``: each range's counts, its
+        arrays in the store), saved by representative position: each
+        representative's duplicate and similarity written range after range
+        (for ``keep="first"``, ranks are positions), never an array over
+        every representative but the kept flags; for ``keep="longest"``
+        ranks are turned into positions over the whole arrays."""
         st = self.store
-        kept, dup, sim = sel.kept, sel.duplicate_of, sel.similarity
-        u, v = unpack_edges(sel.pairs)
-        if pos_of_rank is not None:
+
+        def dense(name, fill, dtype):
+            for k in range(bounds.size - 1):
+                r0, r1 = int(bounds[k]), int(bounds[k + 1])
+                piece = np.full(r1 - r0, fill, dtype)
+                if k in results:
+                    removed = st.load_npy(layout.range_result(k, "removed")) - r0
+                    if removed.size and (removed[0] < 0 or removed[-1] >= r1 - r0):
+                        raise RuntimeError(f"range {k} decided ranks outside {r0}..{r1 - 1}")
+                    piece[removed] = st.load_npy(layout.range_result(k, name))
+                yield piece
+
+        def pieces(name):
+            return [st.load_npy(layout.range_result(k, name)) for k in sorted(results)]
+        pairs = np.concatenate(pieces("pairs") or [np.zeros(0, np.uint64)])
+        scores = np.concatenate(pieces("pair_scores") or [np.zeros(0)])
+        if pos_of_rank is None:
+            st.save_npy_pieces(layout.selected("rep_dup"), dense("duplicate_of", -1, np.int64),
+                               np.int64, self.R)
+            st.save_npy_pieces(layout.selected("rep_sim"), dense("similarity", np.nan,
+                                                                 np.float64), np.float64, self.R)
+            st.save_npy(layout.selected("rep_kept"), kept)
+        else:
+            dup = np.concatenate(list(dense("duplicate_of", -1, np.int64)))
+            sim = np.concatenate(list(dense("similarity", np.nan, np.float64)))
             kept_p = np.empty_like(kept)
             kept_p[pos_of_rank] = kept
             dup_p = np.full(self.R, -1, np.int64)
             dup_p[pos_of_rank] = np.where(dup >= 0, pos_of_rank[np.maximum(dup, 0)], -1)
             sim_p = np.empty_like(sim)
             sim_p[pos_of_rank] = sim
-            kept, dup, sim = kept_p, dup_p, sim_p
+            del dup, sim
+            st.save_npy(layout.selected("rep_kept"), kept_p)
+            st.save_npy(layout.selected("rep_dup"), dup_p)
+            st.save_npy(layout.selected("rep_sim"), sim_p)
+            del kept_p, dup_p, sim_p
+            u, v = unpack_edges(pairs)
             u, v = pos_of_rank[u], pos_of_rank[v]
-        pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
+            pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
+            del u, v
         order = np.argsort(pairs, kind="stable")
         st.save_npy(layout.selected("accepted"), pairs[order])
-        st.save_npy(layout.selected("scores"), sel.pair_scores[order])
-        st.save_npy(layout.selected("rep_kept"), kept)
-        st.save_npy(layout.selected("rep_dup"), dup)
-        st.save_npy(layout.selected("rep_sim"), sim)
+        st.save_npy(layout.selected("scores"), scores[order])
+        del order, pairs, scores
+        done = list(results.values())
+        where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was
         # computed (passes on a CPU, rounds on a device, ranges): work, not results
-        return {"candidates": sel.comparisons, "rounds": None, "skipped": sel.skipped,
-                "unresolved": 0, "verified": int(pairs.size), "units": max(1, calls),
-                "selection": sel.where, "selection_rounds": sel.rounds,
-                "selection_scored": sel.scored, "ranges": ranges}
+        return {"candidates": sum(int(r.comparisons) for r in done), "rounds": None,
+                "skipped": sum(int(r.skipped) for r in done), "unresolved": 0,
+                "verified": int(st.load_npy(layout.selected("accepted"), mmap=True).shape[0]),
+                "units": max(1, calls), "selection": where or "host",
+                "selection_rounds": sum(int(r.rounds) for r in done),
+                "selection_scored": sum(int(r.scored) for r in done),
+                "ranges": bounds.size - 1}
 
 
 def merge_sets(handles: list) -> tuple:

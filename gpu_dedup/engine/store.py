@@ -138,6 +138,13 @@ class MemoryStore:
         self.save_npy(rel, np.concatenate([self.load_npy(p) for p in parts]) if parts
                       else np.zeros(0, dtype))
 
+    def save_npy_pieces(self, rel: str, pieces, dtype, count: int) -> None:
+        pieces = [np.asarray(p, dtype=dtype) for p in pieces]
+        arr = np.concatenate(pieces) if pieces else np.zeros(0, dtype)
+        if arr.size != count:
+            raise ValueError(f"{rel}: {arr.size} elements written, {count} announced")
+        self.save_npy(rel, arr)
+
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
         return self._items[rel]
 
@@ -403,18 +410,28 @@ class DiskStore:
         """``rel``: the stored 1-d arrays ``parts`` end to end, written a part
         at a time (never all in memory)."""
         sizes = [self.load_npy(p, mmap=True).shape[0] for p in parts]
-        if not sum(sizes):
-            self.save_npy(rel, np.zeros(0, dtype))
-            return
+        self.save_npy_pieces(rel, (self.load_npy(p, mmap=True) for p in parts), dtype,
+                             sum(sizes))
+
+    def save_npy_pieces(self, rel: str, pieces, dtype, count: int) -> None:
+        """``rel``: a 1-d array of ``count`` elements of ``dtype`` written
+        from ``pieces`` (an iterable of arrays, in order) one at a time, by
+        plain writes: neither the array nor a mapping of it is ever held."""
+        dtype = np.dtype(dtype)
 
         def write(tmp):
-            out = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(sum(sizes),))
-            at = 0
-            for p, k in zip(parts, sizes):
-                out[at:at + k] = self.load_npy(p, mmap=True)
-                at += k
-            out.flush()
-            del out
+            with open(tmp, "wb") as f:
+                np.lib.format.write_array_header_2_0(
+                    f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+                        "shape": (int(count),)})
+                n = 0
+                for p in pieces:
+                    p = np.ascontiguousarray(p, dtype=dtype)
+                    f.write(memoryview(p).cast("B"))
+                    n += p.size
+                    del p
+                if n != count:
+                    raise ValueError(f"{rel}: {n} elements written, {count} announced")
         path = self.path(rel)
         self._record(rel, _write_atomically(path, write), path)
 
