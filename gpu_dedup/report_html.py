@@ -232,7 +232,9 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
     rem_c = np.zeros(re_.size - 1, np.int64)
     fuzzy = exact = removed = below = 0
     labels, sizes = (np.asarray(x, dtype=np.int64) for x in largest)
-    rows = []                        # (label, document, kept, duplicate_of, similarity)
+    order = np.argsort(labels)
+    gone_n = np.zeros(labels.size, np.int64)      # removed members, by place in ``labels``
+    shown = []                       # (place, document, duplicate_of, similarity) per chunk
     for d0, r in chunks:
         fz = ~r["pair_exact"]
         ps = r["pair_similarity"][fz]
@@ -243,13 +245,21 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
         rem_c += np.histogram(rs, bins=re_)[0]
         removed += int(rs.size)
         below += int(np.count_nonzero(rs < threshold))
-        at = np.flatnonzero(np.isin(r["cluster"], labels))
-        rows += zip(r["cluster"][at].tolist(), (at + d0).tolist(), r["kept"][at].tolist(),
-                    r["duplicate_of"][at].tolist(), r["similarity"][at].tolist())
+        at = np.flatnonzero(np.isin(r["cluster"], labels) & ~r["kept"])
+        place = order[np.searchsorted(labels[order], r["cluster"][at])]
+        gone_n += np.bincount(place, minlength=labels.size)
+        # the first removed members of each cluster, in document order
+        keep = np.zeros(at.size, dtype=bool)
+        for p in np.unique(place):
+            room = REMOVED_PER_CLUSTER - sum(int((s[0] == p).sum()) for s in shown)
+            keep[np.flatnonzero(place == p)[:max(0, room)]] = True
+        shown.append((place[keep], at[keep] + d0, r["duplicate_of"][at[keep]],
+                      r["similarity"][at[keep]]))
     groups = []
-    for label, size in zip(labels.tolist(), sizes.tolist()):
-        gone = [(d, dup, sim) for c, d, k, dup, sim in rows if c == label and not k]
-        groups.append((label, size, len(gone), gone[:REMOVED_PER_CLUSTER]))
+    for i, (label, size) in enumerate(zip(labels.tolist(), sizes.tolist())):
+        rows = [(int(d), int(t), float(s)) for pl, ds, ts, ss in shown
+                for p, d, t, s in zip(pl, ds, ts, ss) if p == i]
+        groups.append((label, size, int(gone_n[i]), rows))
     return HtmlData(size_labels(size_bins), ([f"{a:.2f}" for a in pe[:-1]], pair_c.tolist()),
                     ([f"{a:.2f}" for a in re_[:-1]], rem_c.tolist()), fuzzy, exact, removed,
                     below, groups)

@@ -41,10 +41,8 @@ def _slice(st, rel: str, lo: int, hi: int) -> np.ndarray:
 
 def _take(st, rel: str, index: np.ndarray) -> np.ndarray:
     """The stored array ``rel`` at ``index`` (only those pages read)."""
-    if not index.size:
-        return np.array(st.load_npy(rel, mmap=True)[:0])
     a = st.load_npy(rel, mmap=True)
-    out = np.asarray(a[index]).copy()
+    out = np.array(a[index])
     del a
     return out
 

@@ -252,6 +252,7 @@ class SelectStage:
         order = np.argsort(pairs, kind="stable")
         st.save_npy(layout.selected("accepted"), pairs[order])
         st.save_npy(layout.selected("scores"), scores[order])
+        verified = int(pairs.size)
         del order, pairs, scores
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
@@ -259,7 +260,7 @@ class SelectStage:
         # computed (passes on a CPU, rounds on a device, ranges): work, not results
         return {"candidates": sum(int(r.comparisons) for r in done), "rounds": None,
                 "skipped": sum(int(r.skipped) for r in done), "unresolved": 0,
-                "verified": int(st.load_npy(layout.selected("accepted"), mmap=True).shape[0]),
+                "verified": verified,
                 "units": max(1, calls), "selection": where or "host",
                 "selection_rounds": sum(int(r.rounds) for r in done),
                 "selection_scored": sum(int(r.scored) for r in done),

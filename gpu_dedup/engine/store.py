@@ -135,8 +135,8 @@ class MemoryStore:
             self._items[rel] = np.asarray(arr)
 
     def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
-        self.save_npy(rel, np.concatenate([self.load_npy(p) for p in parts]) if parts
-                      else np.zeros(0, dtype))
+        arrays = [self.load_npy(p) for p in parts]
+        self.save_npy_pieces(rel, arrays, dtype, sum(a.shape[0] for a in arrays))
 
     def save_npy_pieces(self, rel: str, pieces, dtype, count: int) -> None:
         pieces = [np.asarray(p, dtype=dtype) for p in pieces]

@@ -50,7 +50,7 @@ def values_in_bins(sims: np.ndarray, bins) -> np.ndarray:
     return sims[np.isin(fine_bin(sims), np.asarray(sorted(bins), dtype=np.int64))]
 
 
-def _order_statistic_bins(fine: np.ndarray, n: int, qs) -> dict:
+def _order_statistic_bins(n: int, qs) -> dict:
     """For each quantile, the two order statistics it interpolates between
     and the interpolation weight: ``{q: (i, j, gamma)}`` (``numpy.quantile``'s
     ``linear`` method, its arithmetic repeated)."""
@@ -98,7 +98,7 @@ def merge_similarity(parts: list, threshold: float, values_in) -> dict:
     edges = np.linspace(0.0, 1.0, SUMMARY_BINS + 1)
     quant = {name: None for name, _ in QUANTILES}
     if n:
-        stats = _order_statistic_bins(fine, n, [q for _, q in QUANTILES])
+        stats = _order_statistic_bins(n, [q for _, q in QUANTILES])
         upto = np.cumsum(fine)
         ranks = sorted({r for i, j, _ in stats.values() for r in (i, j)})
         where = {r: int(np.searchsorted(upto, r, side="right")) for r in ranks}
