@@ -164,61 +164,78 @@ def test_a_run_cut_into_many_ranges_gives_the_same_result(monkeypatch, keep, lim
         assert many.stats[name] == one.stats[name], name
 
 
-def test_the_first_members_of_a_large_bucket_are_built_once_across_ranges(monkeypatch):
-    """A cluster of near-copies spread over every range: each range reads
-    the cluster's first members, and their shingle sets come from the range
-    before rather than being built again, range after range."""
+def test_scoring_builds_each_earlier_document_once_a_call_whatever_the_batches(monkeypatch):
+    """A range's scoring builds the shingle sets of the earlier documents it
+    reads in its batches; taken in the order of those documents, each is
+    built by one batch of a call, so that cutting the calls into batches of
+    a few pairs builds no set more than one batch a call does."""
     import pyarrow as pa
 
-    from gpu_dedup import Config
-    from gpu_dedup.engine import runner, select_stage
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import runner, select_stage, tasks
     from realtext import paragraphs
-    base = "the quick brown fox jumps over the lazy dog while the cat sleeps on a warm mat"
-    texts = []
-    for i, t in enumerate(paragraphs()[:250]):
-        texts += [t, f"{base} {i}"]                 # the cluster interleaved with the rest
+    texts = list(paragraphs()[:600])
+    texts += [t + " (copy)" for t in texts[:600:2]]         # near copies, later ranks
+    texts += [t + " (again)" for t in texts[:600:4]]
     arr = pa.array(texts, pa.large_string())
-    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, bucket_limit=8)
-    built, read = [], []
-    real, lookup = runner.Runner._shared_sets, select_stage.SetCache.lookup
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8)
+    built, batches = [], []
+    real_sets, real_cuts = tasks.sets_of, runner.batch_cuts
 
-    def counting(self, positions):
-        built.append(int(positions.size))
-        return real(self, positions)
+    def counting(ctx, be, documents, docs):
+        built.append(np.asarray(docs).size)
+        return real_sets(ctx, be, documents, docs)
 
-    def reading(self, docs, k):
-        read.append(int(docs.size))
-        return lookup(self, docs, k)
-    monkeypatch.setattr(runner.Runner, "_shared_sets", counting)
-    monkeypatch.setattr(select_stage.SetCache, "lookup", reading)
-    one, many = _whole_and_in_ranges(arr, cfg, monkeypatch, before=built.clear)
-    assert many.stats["selection_ranges"] > 200
-    assert (~one.kept).sum() >= 200
-    # each document's set is built at most twice (in its own range, and
-    # once as an earlier document of a later range), while the ranges read
-    # earlier documents many times over
-    reps = one.stats["documents"] - one.stats["exact_removed"]
-    again = sum(built) - reps
-    assert 0 <= again <= reps, (sum(built), reps)
-    assert sum(read) >= 10 * again, (sum(read), again)
+    def cutting(key, size):
+        got = real_cuts(key, size)
+        batches.append(len(got))
+        return got
+    monkeypatch.setattr(tasks, "sets_of", counting)
+    monkeypatch.setattr(runner, "batch_cuts", cutting)
+    whole = deduplicate(arr, cfg)
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 24)     # ranges of a few ranks
+    built.clear()
+    one = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert one.stats["selection_ranges"] > 100
+    assert not batches and sum(built) > 3000    # one batch a call; earlier documents built
+    once = sum(built)
+    built.clear()
+    monkeypatch.setattr(runner, "MIN_SCORE_BATCH", 3)
+    many = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert sum(batches) > 3 * len(batches) > 100     # many calls, each in many batches
+    assert sum(built) == once, (sum(built), once)
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(many, name), getattr(whole, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(one, name), getattr(whole, name), err_msg=name)
 
 
-def test_the_set_cache_holds_what_fits_and_drops_the_least_recently_read():
-    from gpu_dedup.engine.select_stage import SetCache, merge_sets
+def test_batch_cuts_keep_a_key_in_one_batch():
+    from gpu_dedup.engine.runner import batch_cuts
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        key = np.sort(rng.integers(0, rng.integers(1, 60), rng.integers(0, 300)))
+        size = int(rng.integers(1, 20))
+        cuts = batch_cuts(key, size)
+        assert [s for s, _ in cuts] == [0] * bool(cuts) + [e for _, e in cuts[:-1]]
+        assert (cuts[-1][1] if cuts else 0) == key.size
+        assert all(0 < e - s <= 3 * size for s, e in cuts)
+        assert all(e - s >= size for s, e in cuts[:-1])
+        batch = np.zeros(key.size, np.int64)
+        for i, (s, e) in enumerate(cuts):
+            batch[s:e] = i
+        for k in np.unique(key):
+            at = key == k
+            if at.sum() <= size:
+                assert np.unique(batch[at]).size == 1, (k, size)
 
-    def handle(docs):
-        docs = np.asarray(docs, np.int64)
-        off = np.arange(docs.size + 1, dtype=np.int64) * 3          # three values each
-        return docs, off, np.repeat(docs.astype(np.uint64) * 10, 3)
 
-    cache = SetCache(cap=4 * (3 * 8 + 24))                          # four documents
-    cache.add(handle([1, 5, 9]), k=0)
-    found, missing = cache.lookup(np.array([1, 2, 9]), k=1)        # 1 and 9 read again
-    assert found[0].tolist() == [1, 9] and missing.tolist() == [2]
-    assert found[2].tolist() == [10] * 3 + [90] * 3
-    cache.add(handle([2, 7]), k=1)                                  # five: 5 goes
-    assert cache.docs.tolist() == [1, 2, 7, 9]
-    assert np.array_equal(cache.val, np.repeat(cache.docs.astype(np.uint64) * 10, 3))
-    merged = merge_sets([handle([4, 8]), handle([2, 6])])
-    assert merged[0].tolist() == [2, 4, 6, 8]
-    assert merged[2].tolist() == np.repeat(np.array([2, 4, 6, 8], np.uint64) * 10, 3).tolist()
+def test_the_lacking_document_of_a_pair():
+    from gpu_dedup.engine.runner import lacking
+    from gpu_dedup.stages.lsh import pack_edges
+    reps = np.array([3, 5, 8, 13, 21], np.int64)             # positions 0..4
+    shared = np.array([5, 13], np.int64)                      # positions 1 and 3
+    a = np.array([0, 1, 1, 0, 2])
+    b = np.array([1, 2, 3, 4, 4])
+    edges = pack_edges(a, b)
+    assert lacking(edges, reps, shared).tolist() == [0, 2, 1, 0, 2]
+    assert lacking(edges, reps, None).tolist() == a.tolist()

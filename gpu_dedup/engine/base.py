@@ -22,7 +22,7 @@ from ..io.plan import location
 from ..timing import StageTimer
 from . import layout
 from .records import Documents
-from .tasks import Ctx, gather_ids, task_ids
+from .tasks import FINGERPRINT_TASK_BYTES, Ctx, gather_ids, task_ids
 
 log = logging.getLogger("gpu_dedup")
 
@@ -180,7 +180,7 @@ class RunnerBase:
         of the id fingerprints, is one error naming both places."""
         if not any(c["has_ids"] for c in docs.chunks):
             return
-        parts = max(1, math.ceil(docs.count * 40 / self.plan.task_bytes))
+        parts = max(1, math.ceil(docs.count * FINGERPRINT_TASK_BYTES / self.plan.task_bytes))
         found = [r for r in self.ex.map(task_ids, [(p, parts) for p in range(parts)],
                                         self.ctx, docs) if r is not None]
         if not found:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import concat_csr, unique
+from ..arrays import unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import unpack_edges, verified_edges
@@ -52,6 +52,38 @@ from .tasks import BandKeys, edges_digest
 log = logging.getLogger("gpu_dedup")
 
 _U64 = np.uint64
+
+
+#: The fewest pairs a scoring batch takes (below that, per-task overhead
+#: dominates).
+MIN_SCORE_BATCH = 1024
+
+
+def lacking(edges: np.ndarray, reps: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
+    """The representative position each packed pair of ``edges`` has to have
+    its shingle set built for: the first one whose document (``reps``) is not
+    among the sorted ``shared`` ones (the first of the pair when there are
+    none, or when it lacks neither)."""
+    ia, ib = unpack_edges(edges)
+    if shared is None:
+        return ia
+    has_a = tasks.row_in(shared, reps[ia]) >= 0
+    return np.where(has_a & (tasks.row_in(shared, reps[ib]) < 0), ib, ia)
+
+
+def batch_cuts(key: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """``(start, stop)`` of the batches of pairs sorted by ``key``: about
+    ``size`` pairs each, cut where the key changes, so that the pairs of one
+    key fall in one batch (a key with more pairs than ``3 * size`` is cut
+    every ``3 * size`` pairs, which bounds a batch)."""
+    cuts, s, n = [], 0, int(key.size)
+    while s < n:
+        e = min(n, s + size)
+        if e < n:
+            e = min(int(np.searchsorted(key, key[e - 1], side="right")), s + 3 * size)
+        cuts.append((s, e))
+        s = e
+    return cuts
 
 
 @dataclass
@@ -135,7 +167,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         meta = self._stage_done("exact")
         st = self.store
         if meta is None:
-            parts = max(1, math.ceil(docs.count * 120 / self.plan.task_bytes))
+            parts = max(1, math.ceil(docs.count * tasks.FINGERPRINT_TASK_BYTES
+                                    / self.plan.task_bytes))
             items = [(p, parts) for p in range(parts)]
             self._map("exact", tasks.task_exact, items, docs)
 
@@ -252,7 +285,13 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         self.buckets_meta = meta
         return meta
 
-    def _score_batches(self, edges: np.ndarray) -> list[np.ndarray]:
+    def _score_batches(self, edges: np.ndarray, sets) -> tuple[list, np.ndarray | None]:
+        """``edges`` cut into the batches of one scoring call, and the order
+        they were taken in (None: as they are). Several batches are taken in
+        the order of the document each pair lacks in the shared ``sets`` (its
+        first one when there are none): each batch then builds the sets of
+        documents of a few neighbouring chunks, and each such document is
+        built by one batch, not by every batch that reads it."""
         cfg = self.cfg
         if cfg.similarity == "jaccard" and cfg.verify:
             per_doc = self.avg_text * 24 + 96
@@ -260,10 +299,16 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             per_doc = cfg.num_perm * (cfg.signature_bits // 8) * 2 + 32
         # at least 1,024 edges a batch (below that, per-task overhead dominates),
         # and a batch for each worker when there are several
-        size = max(1024, int(self.plan.task_bytes // (4 * per_doc)))
+        size = max(MIN_SCORE_BATCH, int(self.plan.task_bytes // (4 * per_doc)))
         if self.ex.concurrency > 1:
-            size = max(1024, min(size, -(-edges.size // self.ex.concurrency)))
-        return [edges[s:s + size] for s in range(0, edges.size, size)]
+            size = max(MIN_SCORE_BATCH, min(size, -(-edges.size // self.ex.concurrency)))
+        if edges.size <= size:
+            return [edges], None
+        shared = None if sets is None else tasks.host(self.be, sets[0])
+        key = lacking(edges, self.reps, shared)
+        order = np.argsort(key, kind="stable")
+        edges, key = edges[order], key[order]
+        return [edges[s:e] for s, e in batch_cuts(key, size)], order
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0):
         """``score(packed) -> float64``: the similarity of packed pairs of
@@ -279,7 +324,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         def score(packed):
             calls[0] += 1
             c = calls[0]
-            batches = self._score_batches(packed)
+            batches, order = self._score_batches(packed, held[0].sets)
             out = [None] * len(batches)
             todo = []
             for i, b in enumerate(batches):
@@ -310,7 +355,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                             self.ctx, held[0], on_done=on_done)
             if len(out) == 1:
                 return out[0]
-            return np.concatenate(out) if out else np.zeros(0, np.float64)
+            scores = np.empty(packed.size, np.float64)
+            scores[order] = np.concatenate(out)
+            return scores
 
         def release():
             held[0] = None
@@ -404,21 +451,4 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         need = docs.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE
         if self.store.kind != "memory" and need > self.plan.budget / 4:
             return None
-        word = cfg.shingle == "word"
-        if len(self.chunks) == 1:      # the backend's own handle (a device may keep it)
-            off, data = self.store.buffers(layout.chunk_file(self.chunks[0]["key"], layout.TEXT))
-            sets = self.be.shingle_sets(off, data, word, cfg.ngram, docs)
-        else:
-            cut = np.searchsorted(docs, self.doc_starts)
-            parts = []
-            for ci, c in enumerate(self.chunks):
-                d = docs[cut[ci]:cut[ci + 1]]
-                if not d.size:
-                    continue
-                off, data = self.store.buffers(layout.chunk_file(c["key"], layout.TEXT))
-                _, so, sv = self.be.shingle_sets(off, data, word, cfg.ngram,
-                                                 d - int(self.doc_starts[ci]))
-                parts.append((tasks.host(self.be, so), tasks.host(self.be, sv)))
-                del off, data
-            sets = (docs, *concat_csr(parts, np.uint64))
-        return sets
+        return tasks.sets_of(self.ctx, self.be, self.docs, docs)

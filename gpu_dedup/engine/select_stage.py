@@ -14,13 +14,12 @@ import math
 
 import numpy as np
 
-from ..arrays import concat_csr, take_rows
+from ..arrays import concat_csr
 from ..memory import process_rss, release_memory
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
 from ..stages.select_ranges import RangeSelector, heads_of, rank_bounds, select_range
-from . import bucket_tasks, layout, tasks
-from .tasks import row_in
+from . import bucket_tasks, layout
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes one bucket entry takes while its range is decided (its membership
@@ -30,9 +29,6 @@ from .records import Blocks, Documents, ScoreInputs
 BYTES_PER_ENTRY = 2048
 #: Bytes the shingle sets of a document take per byte of its text.
 SET_BYTES_PER_TEXT_BYTE = 12
-#: The share of the budget that keeps earlier documents' shingle sets from
-#: range to range.
-CACHE_SHARE = 1 / 16
 
 
 class SelectStage:
@@ -46,14 +42,13 @@ class SelectStage:
         # a range's entries and the shingle sets of its own documents (the
         # representatives in it, at most) fit a task, beside what this
         # process holds already (the interpreter, its libraries, the run's
-        # state) and the cache of earlier documents' sets (SetCache); its
-        # own sets fit a quarter of the budget, so that its scoring builds
-        # them once
+        # state); its own sets fit a quarter of the budget, so that its
+        # scoring builds them once
         sets = self.R * (self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16)
         budget = self.plan.budget
         release_memory()
         held = process_rss()
-        room = min(self.plan.task_bytes, budget - held) - budget * CACHE_SHARE
+        room = min(self.plan.task_bytes, budget - held)
         room = max(room, budget / 8)
         ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
                      math.ceil(sets / (budget / 4)))
@@ -117,7 +112,6 @@ class SelectStage:
 
         floor = float(cfg.threshold) if cfg.verify else 0.0
         results, ranges_run, calls = [], [], 0
-        cache = SetCache(self.plan.budget * CACHE_SHARE)
         for k in range(bounds.size - 1):
             parts = []
             for i, g in enumerate(groups):
@@ -133,7 +127,7 @@ class SelectStage:
             held = []
 
             def scorer(ranks, k=k, held=held):
-                sets = self._range_sets(ranks, k, int(bounds[k]), pos_of_rank, cache)
+                sets = self._range_sets(ranks, int(bounds[k]), pos_of_rank)
                 score = self._scorer(layout.range_batches(k), "select",
                                      ScoreInputs(docs, blocks, sets), floor)
                 held.append(score)
@@ -157,43 +151,20 @@ class SelectStage:
                 score.release()
             del entries, held
             release_memory(collect=False)   # the range's arrays, back to the system
-        cache.clear()
         return self._save_selection(dict(zip(ranges_run, results)), bounds, selector.kept,
                                     pos_of_rank, calls)
 
-    def _range_sets(self, ranks: np.ndarray, k: int, r0: int, pos_of_rank, cache):
-        """The shingle sets range ``k``'s scoring reads: those of its own
+    def _range_sets(self, ranks: np.ndarray, r0: int, pos_of_rank):
+        """The shingle sets range ``r0..``'s scoring shares: those of its own
         documents (ranks from ``r0``; the ranges are sized so that they fit
-        a quarter of the budget) and of as many of the earlier documents it
-        reads (first members and kept members of its buckets) as ``cache``
-        holds or can take. The first members of a large bucket are read by
-        every range it spans: their sets are built once, not once a range.
-        None when the tasks build every set themselves
-        (:meth:`_shared_sets`)."""
+        a quarter of the budget), built once for the range. The earlier
+        documents it reads (first members and kept members of its buckets)
+        are built by the scoring batches, each batch those of a few
+        neighbouring chunks and each document by one batch of a call
+        (:meth:`~gpu_dedup.engine.runner.Runner._score_batches`). None when
+        the tasks build every set themselves (:meth:`_shared_sets`)."""
         cut = int(np.searchsorted(ranks, r0))
-        own = self._shared_sets(self._positions(ranks[cut:], pos_of_rank))
-        if own is None or not cut:
-            return own
-        own = tuple(tasks.host(self.be, a) for a in own)
-        docs = self.reps[self._positions(ranks[:cut], pos_of_rank)]
-        found, missing = cache.lookup(docs, k)
-        parts = [found] if found is not None else []
-        # the rest are built here as far as they fit the cache (once for
-        # the range, not once in each batch of its scoring); the batches
-        # build what is left
-        per_doc = self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16
-        fit = int(cache.cap // per_doc)
-        if fit and missing.size:
-            built = self._shared_sets(np.searchsorted(self.reps, missing[:fit]))
-            if built is not None:
-                built = tuple(tasks.host(self.be, a) for a in built)
-                parts.append(built)
-                cache.add(built, k)
-        # the earlier documents first: for keep="first" they come before
-        # the range's own ones, and the two need no sorting together
-        earlier = merge_sets(parts) if parts else None
-        del parts
-        return own if earlier is None else merge_sets([earlier, own])
+        return self._shared_sets(self._positions(ranks[cut:], pos_of_rank))
 
     @staticmethod
     def _positions(ranks: np.ndarray, pos_of_rank) -> np.ndarray:
@@ -265,63 +236,3 @@ class SelectStage:
                 "selection_rounds": sum(int(r.rounds) for r in done),
                 "selection_scored": sum(int(r.scored) for r in done),
                 "ranges": bounds.size - 1}
-
-
-def merge_sets(handles: list) -> tuple:
-    """Shingle set handles ``(docs, offsets, values)`` of distinct documents
-    as one, its documents sorted."""
-    if len(handles) == 1:
-        return handles[0]
-    docs = np.concatenate([h[0] for h in handles])
-    off, val = concat_csr([(h[1], h[2]) for h in handles], np.uint64)
-    if docs.size < 2 or bool((docs[1:] > docs[:-1]).all()):
-        return docs, off, val
-    order = np.argsort(docs, kind="stable")
-    docs = docs[order]
-    off, val = take_rows(off, val, order)
-    return docs, off, val
-
-
-class SetCache:
-    """The shingle sets of documents read by earlier ranges, kept from range
-    to range within ``cap`` bytes; the least recently read go first."""
-
-    def __init__(self, cap: float):
-        self.cap = float(cap)
-        self.docs = np.zeros(0, np.int64)
-        self.off = np.zeros(1, np.int64)
-        self.val = np.zeros(0, np.uint64)
-        self.last = np.zeros(0, np.int64)       # the last range that read each
-
-    def clear(self) -> None:
-        self.__init__(self.cap)
-
-    def lookup(self, docs: np.ndarray, k: int):
-        """The sets of sorted ``docs`` held here, as a handle (None if none),
-        and the documents not held; those held are marked read by range ``k``."""
-        rows = row_in(self.docs, docs)
-        hit = rows >= 0
-        if not hit.any():
-            return None, docs
-        self.last[rows[hit]] = k
-        return (docs[hit], *take_rows(self.off, self.val, rows[hit])), docs[~hit]
-
-    def add(self, handle: tuple, k: int) -> None:
-        """Take the sets ``handle`` (documents not held), read by range ``k``,
-        as many as fit; the least recently read make room for them."""
-        h_docs, h_off, h_val = handle
-        size = np.diff(np.asarray(h_off, dtype=np.int64)) * 8 + 24
-        take = int(np.searchsorted(np.cumsum(size), self.cap, side="right"))
-        if take < h_docs.size:             # more than the whole cache holds
-            h_docs, h_off = h_docs[:take], h_off[:take + 1]
-            h_val = h_val[:int(h_off[-1])]
-        room = self.cap - float(size[:take].sum())
-        old = np.diff(self.off) * 8 + 24
-        newest = np.lexsort((self.docs, -self.last))
-        keep = np.sort(newest[np.cumsum(old[newest]) <= room])
-        o_docs, o_last = self.docs[keep], self.last[keep]
-        o_off, o_val = take_rows(self.off, self.val, keep)
-        self.docs, self.off, self.val = merge_sets([(o_docs, o_off, o_val),
-                                                    (h_docs, h_off, h_val)])
-        self.last = np.full(self.docs.size, k, np.int64)
-        self.last[row_in(self.docs, o_docs)] = o_last

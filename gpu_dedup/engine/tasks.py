@@ -277,6 +277,12 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     return {**meta, "reused": 0}
 
 
+#: Bytes a document holds at the peak of a task over one partition of the
+#: 128-bit fingerprints (:func:`task_exact`, :func:`task_ids`): its
+#: fingerprint and position, their copies in the partition, and the sort.
+FINGERPRINT_TASK_BYTES = 120
+
+
 def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
                   active: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """The 128-bit fingerprints ``name`` (``fp.npy`` or ``idfp.npy``) of the
@@ -474,9 +480,11 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
         del reps
         if inputs.sets is not None:
             return _score_with(ctx, be, inputs, da, db, floor)
-        off, data, la, lb = _text_of(ctx, inputs.docs, da, db)
-        return np.asarray(host(be, be.jaccard(off, data, cfg.shingle == "word", cfg.ngram,
-                                              la, lb)), dtype=np.float64)
+        docs = unique(np.concatenate([da, db]))
+        sets = sets_of(ctx, be, inputs.docs, docs)
+        return np.asarray(host(be, be.jaccard_rows(sets, np.searchsorted(docs, da),
+                                                   np.searchsorted(docs, db), floor)),
+                          dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
     sig = _gather_signatures(ctx, inputs.blocks, pos)
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
@@ -484,25 +492,10 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
                       dtype=np.float64)
 
 
-def _text_of(ctx: Ctx, documents: Documents, da: np.ndarray, db: np.ndarray):
-    """The text buffers that hold the documents ``da`` and ``db`` (global
-    indices), and their rows there: ``(off, data, la, lb)``."""
-    docs = unique(np.concatenate([da, db]))
-    ci = documents.chunk_of(docs[[0, -1]])
-    if ci[0] == ci[1]:
-        # one chunk: its own buffers (no copy; a device may hold them already)
-        c = int(ci[0])
-        off, data = ctx.store.buffers(layout.chunk_file(documents.chunks[c]["key"], layout.TEXT))
-        d0 = int(documents.starts[c])
-        return off, data, da - d0, db - d0
-    off, data = text_buffers(gather(ctx, documents, docs, layout.TEXT))
-    return (off, data, np.searchsorted(docs, da).astype(np.int64),
-            np.searchsorted(docs, db).astype(np.int64))
-
-
 def _score_with(ctx: Ctx, be, inputs: ScoreInputs, da, db, floor: float) -> np.ndarray:
     """Exact Jaccard of ``da[e]``, ``db[e]`` from the shared shingle sets;
-    the sets of the documents they lack are built here, for this batch."""
+    the sets of the documents they lack are built here, for this batch,
+    each from its own chunk (:func:`sets_of`)."""
     sets = inputs.sets
     ra = row_in(sets[0], da)
     rb = row_in(sets[0], db)
@@ -518,16 +511,40 @@ def _score_with(ctx: Ctx, be, inputs: ScoreInputs, da, db, floor: float) -> np.n
     ra, rb, da, db = ra[rest], rb[rest], da[rest], db[rest]
     lack = unique(np.concatenate([da[ra < 0], db[rb < 0]]))
     used = unique(np.concatenate([ra[ra >= 0], rb[rb >= 0]]))
-    cfg = ctx.cfg
-    off, data, la, _ = _text_of(ctx, inputs.docs, lack, lack[:0])
-    _, so, sv = be.shingle_sets(off, data, cfg.shingle == "word", cfg.ngram, la)
-    del off, data
+    _, so, sv = sets_of(ctx, be, inputs.docs, lack)
     u_off, u_val = take_rows(host(be, sets[1]), host(be, sets[2]), used)
     s_off, s_val = concat_csr([(u_off, u_val), (host(be, so), host(be, sv))], np.uint64)
+    del so, sv, u_off, u_val
     ra = np.where(ra < 0, used.size + np.searchsorted(lack, da), np.searchsorted(used, ra))
     rb = np.where(rb < 0, used.size + np.searchsorted(lack, db), np.searchsorted(used, rb))
     out[rest] = host(be, be.jaccard_rows((None, s_off, s_val), ra, rb, floor))
     return out
+
+
+def sets_of(ctx: Ctx, be, documents: Documents, docs: np.ndarray) -> tuple:
+    """The shingle sets of the sorted global documents ``docs``, each built
+    from its own chunk's text buffers (memory-mapped on a disk store: only
+    the pages of those documents are read, and no text is copied):
+    ``(docs, set_offsets, values)``. Documents of one chunk give the
+    backend's own handle (a device may keep it); of several, host arrays."""
+    cfg = ctx.cfg
+    word = cfg.shingle == "word"
+    docs = np.asarray(docs, dtype=np.int64)
+    ci = documents.chunk_of(docs)
+    cut = np.flatnonzero(np.diff(ci)) + 1
+    parts = []
+    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
+        if s == e:
+            continue
+        c = int(ci[s])
+        off, data = ctx.store.buffers(layout.chunk_file(documents.chunks[c]["key"], layout.TEXT))
+        _, so, sv = be.shingle_sets(off, data, word, cfg.ngram,
+                                    docs[s:e] - int(documents.starts[c]))
+        del off, data
+        if cut.size == 0:
+            return docs, so, sv
+        parts.append((host(be, so), host(be, sv)))
+    return (docs, *concat_csr(parts, np.uint64))
 
 
 def row_in(sorted_docs: np.ndarray, docs: np.ndarray) -> np.ndarray:
