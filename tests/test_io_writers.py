@@ -80,6 +80,31 @@ def test_kept_records_are_written_as_the_shard_writes_them(tmp_path, fmt):
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "gzip", "parquet", "arrow", "txt"])
+def test_the_kept_records_locations_alone_write_the_same_bytes(tmp_path, fmt):
+    """A run's data/ hands the writer only its kept records' locations
+    (gathered a chunk at a time); the output is the one of every record's
+    location and flag."""
+    src = _inputs(tmp_path)[fmt]
+    shard = read_shard(src, "text", "id")
+    name = os.path.basename(src)
+    a, b = tmp_path / "flags" / name, tmp_path / "kept" / name
+    a.parent.mkdir()
+    b.parent.mkdir()
+    assert _write(shard, str(a)) == int(KEEP.sum())
+    assert write_kept(shard.fmt, shard.path, shard.locations[KEEP], None, str(b),
+                      files=shard.files, block_bytes=64) == int(KEEP.sum())
+    if fmt == "txt":
+        assert sorted(os.listdir(a)) == sorted(os.listdir(b)) and len(os.listdir(b)) == 6
+        for n in os.listdir(a):
+            assert (a / n).read_bytes() == (b / n).read_bytes()
+    else:
+        assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(ValueError, match="edit"):
+        write_kept(shard.fmt, shard.path, shard.locations[KEEP], None, str(b) + "x",
+                   files=shard.files, edit=TextEdit("text", KEEP, str, str))
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "gzip", "parquet", "arrow", "txt"])
 def test_an_edit_replaces_the_texts_of_the_kept_records(tmp_path, fmt):
     src = _inputs(tmp_path)[fmt]
     shard = read_shard(src, "text", "id")

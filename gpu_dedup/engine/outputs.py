@@ -189,19 +189,23 @@ class RunOutputs:
 
     def _write_data(self, fi: int, out: str) -> None:
         """The kept records of shard ``fi``, written by the shard's own writer
-        from their line (row, file) numbers."""
+        from their line (row, file) numbers, gathered a chunk at a time (the
+        kept ones only)."""
         idx = [ci for ci, c in enumerate(self.chunks) if c["file"] == fi]
         first = self.chunks[idx[0]]
-        locs = np.concatenate([self.store.load_npy(layout.chunk_file(self.chunks[ci]["key"],
-                                                                     layout.LOC))
-                               for ci in idx])
-        keep = np.concatenate([self.store.load_npy(layout.final_file(self.chunks[ci]["key"],
-                                                                     "kept"))
-                               for ci in idx])
+        parts = []
+        for ci in idx:
+            key = self.chunks[ci]["key"]
+            loc = self.store.load_npy(layout.chunk_file(key, layout.LOC), mmap=True)
+            keep = self.store.load_npy(layout.final_file(key, "kept"))
+            parts.append(np.asarray(loc[keep], dtype=np.int64))
+            del loc, keep
+        kept = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        del parts
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
-                      texts=pa.array([], pa.large_string()), ids=None, locations=locs,
+                      texts=pa.array([], pa.large_string()), ids=None, locations=kept,
                       files=first.get("files"))
-        shard.write_kept(keep, out, self.plan.chunk_bytes)
+        shard.write_kept(None, out, self.plan.chunk_bytes)
 
     def shards(self) -> list[dict]:
         """Per input shard: path, format, compression, documents, output name,

@@ -290,8 +290,10 @@ class Shard:
         return generated_ids(self.path, self.locations,
                              self.files if self.fmt == "txt" else None)
 
-    def write_kept(self, keep: np.ndarray, path: str, block_bytes: int = BLOCK_BYTES) -> int:
-        """Write the kept records (``keep``: one flag per record) to ``path``,
+    def write_kept(self, keep: np.ndarray | None, path: str,
+                   block_bytes: int = BLOCK_BYTES) -> int:
+        """Write the kept records (``keep``: one flag per record; None: every
+        record of ``locations``) to ``path``,
         in this shard's format (:func:`gpu_dedup.io.writers.write_kept`);
         returns how many were written. A JSONL shard is copied
         ``block_bytes`` of input at a time."""

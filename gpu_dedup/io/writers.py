@@ -73,13 +73,22 @@ def write_kept(fmt: str, path: str, locations: np.ndarray, keep: np.ndarray, dst
         path: the shard (a text shard's folder).
         locations: each record's line (JSONL), row (Parquet, Arrow) or file
             number (text), 1-based and ascending.
-        keep: one flag per record.
+        keep: one flag per record; None when ``locations`` are those of the
+            kept records alone (no edit).
         dst: the output file (a folder for text and ``datasets`` shards).
         files: a text shard's files, relative to ``path``.
         edit: new texts for the kept records; None copies them as they are.
         block_bytes: how much of a JSONL input is copied at a time.
     """
     locations = np.asarray(locations, dtype=np.int64)
+    if keep is None:
+        if edit is not None:
+            raise ValueError("an edit needs every record's location and flag")
+        if fmt == "txt":
+            keep = np.zeros(len(files), dtype=bool)
+            keep[locations - 1] = True
+        else:
+            keep = np.ones(locations.size, dtype=bool)
     keep = np.asarray(keep, dtype=bool)
     if fmt == "jsonl":
         if edit is None:
