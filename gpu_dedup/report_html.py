@@ -234,6 +234,7 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
     labels, sizes = (np.asarray(x, dtype=np.int64) for x in largest)
     order = np.argsort(labels)
     gone_n = np.zeros(labels.size, np.int64)      # removed members, by place in ``labels``
+    shown_n = np.zeros(labels.size, np.int64)     # of them, those shown so far
     shown = []                       # (place, document, duplicate_of, similarity) per chunk
     for d0, r in chunks:
         fz = ~r["pair_exact"]
@@ -251,8 +252,9 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
         # the first removed members of each cluster, in document order
         keep = np.zeros(at.size, dtype=bool)
         for p in np.unique(place):
-            room = REMOVED_PER_CLUSTER - sum(int((s[0] == p).sum()) for s in shown)
-            keep[np.flatnonzero(place == p)[:max(0, room)]] = True
+            take = np.flatnonzero(place == p)[:max(0, REMOVED_PER_CLUSTER - int(shown_n[p]))]
+            keep[take] = True
+            shown_n[p] += take.size
         shown.append((place[keep], at[keep] + d0, r["duplicate_of"][at[keep]],
                       r["similarity"][at[keep]]))
     groups = []

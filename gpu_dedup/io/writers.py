@@ -61,8 +61,8 @@ def _ipc_edit(edit: TextEdit, keep: np.ndarray):
     return replace
 
 
-def write_kept(fmt: str, path: str, locations: np.ndarray, keep: np.ndarray, dst: str, *,
-               files: list | None = None, edit: TextEdit | None = None,
+def write_kept(fmt: str, path: str, locations: np.ndarray, keep: np.ndarray | None,
+               dst: str, *, files: list | None = None, edit: TextEdit | None = None,
                block_bytes: int = BLOCK_BYTES) -> int:
     """Write the records of a shard whose ``keep`` is set to ``dst``, in the
     shard's format; returns how many were written.
