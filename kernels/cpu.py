@@ -238,3 +238,49 @@ def gather_ranges(data, b0, b1, out_off):
         for j in range(b1[i] - s):
             out[o + j] = data[s + j]
     return out
+
+
+@njit(parallel=True, cache=True)
+def rows_in(keys, queries):
+    """The row of each of ``queries`` in ``keys`` (sorted, distinct); -1
+    where absent. A directory of the keys' range (one slot per key, rounded
+    up to a power of two) narrows each search to the keys of one slot, so a
+    lookup costs a few memory reads whatever the number of keys."""
+    n = keys.shape[0]
+    m = queries.shape[0]
+    out = np.full(m, -1, np.int64)
+    if n == 0:
+        return out
+    lo = keys[0]
+    span = np.uint64(keys[n - 1] - lo)
+    shift = 0
+    while (span >> np.uint64(shift)) >= np.uint64(n):
+        shift += 1
+    sh = np.uint64(shift)
+    slots = np.int64(span >> sh) + 1
+    first = np.empty(slots + 1, np.int64)       # first key of each slot
+    s = 0
+    for i in range(n):
+        b = np.int64(np.uint64(keys[i] - lo) >> sh)
+        while s <= b:
+            first[s] = i
+            s += 1
+    while s <= slots:
+        first[s] = n
+        s += 1
+    for t in prange(m):
+        q = queries[t]
+        if q < lo or q > keys[n - 1]:
+            continue
+        b = np.int64(np.uint64(q - lo) >> sh)
+        a = first[b]
+        e = first[b + 1]
+        while a < e:                             # the first key >= q in the slot
+            mid = (a + e) >> 1
+            if keys[mid] < q:
+                a = mid + 1
+            else:
+                e = mid
+        if a < first[b + 1] and keys[a] == q:
+            out[t] = a
+    return out

@@ -232,10 +232,23 @@ def test_batch_cuts_keep_a_key_in_one_batch():
 def test_the_lacking_document_of_a_pair():
     from gpu_dedup.engine.runner import lacking
     from gpu_dedup.stages.lsh import pack_edges
-    reps = np.array([3, 5, 8, 13, 21], np.int64)             # positions 0..4
-    shared = np.array([5, 13], np.int64)                      # positions 1 and 3
+    shared = np.array([1, 3], np.int64)                       # positions 1 and 3
     a = np.array([0, 1, 1, 0, 2])
     b = np.array([1, 2, 3, 4, 4])
     edges = pack_edges(a, b)
-    assert lacking(edges, reps, shared).tolist() == [0, 2, 1, 0, 2]
-    assert lacking(edges, reps, None).tolist() == a.tolist()
+    assert lacking(edges, shared).tolist() == [0, 2, 1, 0, 2]
+    assert lacking(edges, None).tolist() == a.tolist()
+
+
+@pytest.mark.parametrize("n,spread", [(0, 1), (1, 1), (2, 7), (1000, 1), (1000, 3),
+                                      (5000, 1 << 40)])
+def test_rows_in_finds_what_searchsorted_finds(n, spread):
+    from gpu_dedup.engine.tasks import row_in
+    rng = np.random.default_rng(n + spread)
+    keys = np.unique(rng.integers(0, max(1, n) * spread, size=n)).astype(np.int64)
+    queries = rng.integers(-3, max(1, n) * spread + 3, size=4000).astype(np.int64)
+    queries[:keys.size // 2] = keys[:keys.size // 2]
+    at = np.searchsorted(keys, queries)
+    ok = at < keys.size
+    ok[ok] = keys[at[ok]] == queries[ok]
+    assert np.array_equal(row_in(keys, queries), np.where(ok, at, -1))

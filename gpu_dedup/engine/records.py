@@ -87,9 +87,9 @@ class ScoreInputs:
     Attributes:
         docs: the run's :class:`Documents`.
         blocks: the signature :class:`Blocks` (signature scoring).
-        sets: the shingle sets ``(docs, set_offsets, values)`` built once
-            for this process's tasks (its documents sorted), or None (each
-            task builds its batch's).
+        sets: the shingle sets ``(positions, set_offsets, values)`` of
+            representatives (their positions sorted) built once for this
+            process's tasks, or None (each task builds its batch's).
     """
 
     docs: Documents

@@ -59,16 +59,16 @@ _U64 = np.uint64
 MIN_SCORE_BATCH = 1024
 
 
-def lacking(edges: np.ndarray, reps: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
+def lacking(edges: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
     """The representative position each packed pair of ``edges`` has to have
-    its shingle set built for: the first one whose document (``reps``) is not
-    among the sorted ``shared`` ones (the first of the pair when there are
-    none, or when it lacks neither)."""
+    its shingle set built for: the first one not among the sorted ``shared``
+    positions (the first of the pair when there are none, or when it lacks
+    neither)."""
     ia, ib = unpack_edges(edges)
     if shared is None:
         return ia
-    has_a = tasks.row_in(shared, reps[ia]) >= 0
-    return np.where(has_a & (tasks.row_in(shared, reps[ib]) < 0), ib, ia)
+    has_a = tasks.row_in(shared, ia) >= 0
+    return np.where(has_a & (tasks.row_in(shared, ib) < 0), ib, ia)
 
 
 def batch_cuts(key: np.ndarray, size: int) -> list[tuple[int, int]]:
@@ -305,7 +305,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         if edges.size <= size:
             return [edges], None
         shared = None if sets is None else tasks.host(self.be, sets[0])
-        key = lacking(edges, self.reps, shared)
+        key = lacking(edges, shared)
         order = np.argsort(key, kind="stable")
         edges, key = edges[order], key[order]
         return [edges[s:e] for s, e in batch_cuts(key, size)], order
@@ -442,13 +442,13 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         every round's scoring then reads them instead of building sets
         again (a task builds those of the documents they lack). None
         otherwise (tasks then build the sets of their own batch). The
-        handle's first array is the documents, sorted."""
+        handle's first array is the positions, sorted."""
         cfg = self.cfg
         if (not self.ex.shared_memory or not positions.size
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
-        docs = self.reps[positions]
-        need = docs.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE
+        need = positions.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE
         if self.store.kind != "memory" and need > self.plan.budget / 4:
             return None
-        return tasks.sets_of(self.ctx, self.be, self.docs, docs)
+        _, so, sv = tasks.sets_of(self.ctx, self.be, self.docs, self.reps[positions])
+        return np.ascontiguousarray(positions, dtype=np.int64), so, sv

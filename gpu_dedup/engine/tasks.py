@@ -474,17 +474,12 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
     be = backend_of(ctx)
     ia, ib = unpack_edges(edges)
     if cfg.similarity == "jaccard" and cfg.verify:
-        reps = ctx.store.load_npy(layout.exact("reps"), mmap=True)
-        da = np.array(reps[ia])
-        db = np.array(reps[ib])
-        del reps
         if inputs.sets is not None:
-            return _score_with(ctx, be, inputs, da, db, floor)
-        docs = unique(np.concatenate([da, db]))
-        sets = sets_of(ctx, be, inputs.docs, docs)
-        return np.asarray(host(be, be.jaccard_rows(sets, np.searchsorted(docs, da),
-                                                   np.searchsorted(docs, db), floor)),
-                          dtype=np.float64)
+            return _score_with(ctx, be, inputs, ia, ib, floor)
+        pos = unique(np.concatenate([ia, ib]))
+        sets = sets_of(ctx, be, inputs.docs, _docs_at(ctx, pos))
+        return np.asarray(host(be, be.jaccard_rows(sets, row_in(pos, ia), row_in(pos, ib),
+                                                   floor)), dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
     sig = _gather_signatures(ctx, inputs.blocks, pos)
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
@@ -492,31 +487,37 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
                       dtype=np.float64)
 
 
-def _score_with(ctx: Ctx, be, inputs: ScoreInputs, da, db, floor: float) -> np.ndarray:
-    """Exact Jaccard of ``da[e]``, ``db[e]`` from the shared shingle sets;
-    the sets of the documents they lack are built here, for this batch,
-    each from its own chunk (:func:`sets_of`)."""
+def _docs_at(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
+    """The documents of the sorted representative ``positions``."""
+    reps = ctx.store.load_npy(layout.exact("reps"), mmap=True)
+    return np.array(reps[positions], dtype=np.int64)
+
+
+def _score_with(ctx: Ctx, be, inputs: ScoreInputs, ia, ib, floor: float) -> np.ndarray:
+    """Exact Jaccard of representatives ``ia[e]``, ``ib[e]`` from the shared
+    shingle sets; the sets of the representatives they lack are built here,
+    for this batch, each from its own chunk (:func:`sets_of`)."""
     sets = inputs.sets
-    ra = row_in(sets[0], da)
-    rb = row_in(sets[0], db)
+    ra = row_in(sets[0], ia)
+    rb = row_in(sets[0], ib)
     both = (ra >= 0) & (rb >= 0)
     if both.all():
         return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)), dtype=np.float64)
-    out = np.empty(da.size, dtype=np.float64)
+    out = np.empty(ia.size, dtype=np.float64)
     if both.any():
         out[both] = host(be, be.jaccard_rows(sets, ra[both], rb[both], floor))
-    # the other pairs: the sets of their documents that are shared (copied:
-    # a few rows, never the whole shared sets), then those built here
+    # the other pairs: the sets of their representatives that are shared
+    # (copied: a few rows, never the whole shared sets), then those built here
     rest = ~both
-    ra, rb, da, db = ra[rest], rb[rest], da[rest], db[rest]
-    lack = unique(np.concatenate([da[ra < 0], db[rb < 0]]))
+    ra, rb, ia, ib = ra[rest], rb[rest], ia[rest], ib[rest]
+    lack = unique(np.concatenate([ia[ra < 0], ib[rb < 0]]))
     used = unique(np.concatenate([ra[ra >= 0], rb[rb >= 0]]))
-    _, so, sv = sets_of(ctx, be, inputs.docs, lack)
+    _, so, sv = sets_of(ctx, be, inputs.docs, _docs_at(ctx, lack))
     u_off, u_val = take_rows(host(be, sets[1]), host(be, sets[2]), used)
     s_off, s_val = concat_csr([(u_off, u_val), (host(be, so), host(be, sv))], np.uint64)
     del so, sv, u_off, u_val
-    ra = np.where(ra < 0, used.size + np.searchsorted(lack, da), np.searchsorted(used, ra))
-    rb = np.where(rb < 0, used.size + np.searchsorted(lack, db), np.searchsorted(used, rb))
+    ra = np.where(ra < 0, used.size + row_in(lack, ia), row_in(used, ra))
+    rb = np.where(rb < 0, used.size + row_in(lack, ib), row_in(used, rb))
     out[rest] = host(be, be.jaccard_rows((None, s_off, s_val), ra, rb, floor))
     return out
 
@@ -547,12 +548,11 @@ def sets_of(ctx: Ctx, be, documents: Documents, docs: np.ndarray) -> tuple:
     return (docs, *concat_csr(parts, np.uint64))
 
 
-def row_in(sorted_docs: np.ndarray, docs: np.ndarray) -> np.ndarray:
-    """The row of each of ``docs`` in ``sorted_docs``; -1 where absent."""
-    at = np.searchsorted(sorted_docs, docs)
-    ok = at < sorted_docs.size
-    ok[ok] = sorted_docs[at[ok]] == docs[ok]
-    return np.where(ok, at, -1).astype(np.int64)
+def row_in(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """The row of each of ``keys`` in ``sorted_keys`` (distinct); -1 where
+    absent."""
+    return cpu_kernels.rows_in(np.ascontiguousarray(sorted_keys, dtype=np.int64),
+                               np.ascontiguousarray(keys, dtype=np.int64))
 
 
 def edges_digest(edges: np.ndarray) -> str:
