@@ -332,15 +332,62 @@ def jaccard_runs(values, a0, a1, b0, b1, need):
 
 @njit(cache=True)
 def sort_inplace(x, n):
-    """Sort ``x[:n]`` in place: insertion sort for short runs, else NumPy's
-    (CPU only)."""
-    if n > 48:
+    """Sort ``x[:n]`` in place (CPU only): insertion sort for short runs;
+    longer ones are spread over about ``n`` slots of their range of values
+    (one pass: hashes fall one or two a slot), each slot then sorted on its
+    own, by insertion when it holds a few values and by NumPy's sort when
+    values crowd into it, so skewed values cost no more than NumPy's sort."""
+    if n <= 32:
+        _insertion_sort(x, 0, n)
+        return
+    if n > 65536:
         x[:n].sort()
         return
+    lo = x[0]
+    hi = x[0]
     for i in range(1, n):
         v = x[i]
+        if v < lo:
+            lo = v
+        elif v > hi:
+            hi = v
+    if lo == hi:
+        return
+    span = U64(hi - lo)
+    slots = 1
+    while slots < n:
+        slots *= 2
+    shift = U64(0)
+    while (span >> shift) >= U64(slots):
+        shift += U64(1)
+    start = np.zeros(slots + 1, np.int64)
+    for i in range(n):
+        start[np.int64(U64(x[i] - lo) >> shift) + 1] += 1
+    for b in range(slots):
+        start[b + 1] += start[b]
+    fill = start[:slots].copy()
+    tmp = np.empty(n, x.dtype)
+    for i in range(n):
+        b = np.int64(U64(x[i] - lo) >> shift)
+        tmp[fill[b]] = x[i]
+        fill[b] += 1
+    for b in range(slots):
+        a = start[b]
+        e = start[b + 1]
+        if e - a > 32:
+            tmp[a:e].sort()
+        elif e - a > 1:
+            _insertion_sort(tmp, a, e)
+    x[:n] = tmp
+
+
+@njit(cache=True, inline="always")
+def _insertion_sort(x, a, e):
+    """Sort ``x[a:e]`` in place by insertion."""
+    for i in range(a + 1, e):
+        v = x[i]
         j = i - 1
-        while j >= 0 and x[j] > v:
+        while j >= a and x[j] > v:
             x[j + 1] = x[j]
             j -= 1
         x[j + 1] = v
