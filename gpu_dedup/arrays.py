@@ -97,3 +97,25 @@ def string_ranges(data: np.ndarray, b0: np.ndarray, b1: np.ndarray):
     np.cumsum(b1 - b0, out=off[1:])
     buf = gather_ranges(np.ascontiguousarray(data), b0, b1, off)
     return pa.LargeStringArray.from_buffers(int(b0.size), pa.py_buffer(off), pa.py_buffer(buf))
+
+
+def rows_of_two(sets, other, ia, ib, to_host=np.asarray):
+    """The rows that pairs ``(ia[e], ib[e])`` read of two CSR handles
+    ``(keys, offsets, values)`` (row ``r`` of ``sets`` when ``r >= 0``, row
+    ``~r`` of ``other`` otherwise), copied into one host CSR: ``(handle, ia,
+    ib)`` with the pairs' rows in it."""
+    ia = np.asarray(ia, dtype=np.int64)
+    ib = np.asarray(ib, dtype=np.int64)
+    rows = np.concatenate([ia, ib])
+    first = unique(rows[rows >= 0])
+    second = unique(~rows[rows < 0])
+    del rows
+    parts = [take_rows(to_host(h[1]), to_host(h[2]), r)
+             for h, r in ((sets, first), (other, second))]
+    off, values = concat_csr(parts, np.uint64)
+
+    def at(r):
+        return np.where(r >= 0, np.searchsorted(first, r),
+                        first.size + np.searchsorted(second, ~r)).astype(np.int64)
+    return (None, off, values), at(ia), at(ib)
+

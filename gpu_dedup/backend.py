@@ -157,12 +157,13 @@ class Backend(Protocol):
         them in the handle ``sets`` from :meth:`shingle_sets`."""
         ...
 
-    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0, other=None):
         """float64 exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of the handle
         ``sets`` (positions in its sorted documents): :meth:`jaccard_sets`
         without looking the documents up. With ``floor`` above 0 only the
         values at or above it need be exact; a pair below it may get any
-        value below it (a backend may stop counting early)."""
+        value below it (a backend may stop counting early). With a second
+        handle ``other``, a row below 0 is row ``~row`` of ``other``."""
         ...
 
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
@@ -314,15 +315,16 @@ class CpuBackend:
         return self.jaccard_rows(sets, np.searchsorted(docs, da).astype(np.int64),
                                  np.searchsorted(docs, db).astype(np.int64))
 
-    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
-        """Exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of ``sets`` (at least
-        where it reaches ``floor``; see :meth:`Backend.jaccard_rows`)."""
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0, other=None):
+        """Exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of ``sets`` (and of
+        ``other``; at least where it reaches ``floor``; see
+        :meth:`Backend.jaccard_rows`)."""
         _, set_off, values = sets
-        ia = np.asarray(ia, dtype=np.int64)
-        ib = np.asarray(ib, dtype=np.int64)
-        if floor > 0.0:
-            return self._k.jaccard_edges_at_least(set_off, values, ia, ib, float(floor))
-        return self._k.jaccard_edges(set_off, values, ia, ib)
+        _, off2, val2 = (None, set_off, values) if other is None else other
+        return self._k.jaccard_edges_between(
+            np.ascontiguousarray(set_off, dtype=np.int64), np.ascontiguousarray(values),
+            np.ascontiguousarray(off2, dtype=np.int64), np.ascontiguousarray(val2),
+            np.asarray(ia, dtype=np.int64), np.asarray(ib, dtype=np.int64), float(floor))
 
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
         """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""

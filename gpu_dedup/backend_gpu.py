@@ -48,7 +48,7 @@ import logging
 
 import numpy as np
 
-from .arrays import concat_csr, unique
+from .arrays import concat_csr, rows_of_two, unique
 from .backend_components import components_propagation, cugraph_components
 from .backend_device import (BATCH_SHARE, MATRIX_SHARE, MERGE_SHARE, SCRATCH_SHARE,
                              SEGMENT_BYTES_PER_KEY, SELECT_BYTES_PER_DOC,
@@ -426,9 +426,13 @@ class GpuBackend(DeviceArrays):
         ib = np.searchsorted(docs, np.asarray(self.to_host(db))).astype(np.int64)
         return self.jaccard_rows(sets, ia, ib)
 
-    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0):
+    def jaccard_rows(self, sets, ia, ib, floor: float = 0.0, other=None):
         """Exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of ``sets`` (positions
-        in its sorted documents); exact everywhere, whatever ``floor``."""
+        in its sorted documents; a row below 0 is row ``~row`` of ``other``);
+        exact everywhere, whatever ``floor``."""
+        if other is not None:
+            sets, ia, ib = rows_of_two(sets, other, self.to_host(ia), self.to_host(ib),
+                                       self.to_host)
         xp = self.xp
         _, set_off, values = sets
         ia = np.asarray(self.to_host(ia), dtype=np.int64)

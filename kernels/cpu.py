@@ -16,7 +16,7 @@ from numba import njit, prange
 
 from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
 from .primitives import (agreement, band_key, doc_shingle_hashes, fold_minima,
-                         jaccard_runs, sorted_unique)
+                         jaccard_of_runs, sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
 
 SEED0 = U64(0)
@@ -139,24 +139,38 @@ def shingle_sets(offsets, data, docs, word_mode, n):
 
 
 @njit(parallel=True, cache=True)
-def jaccard_edges_at_least(set_off, values, ia, ib, floor):
-    """As :func:`jaccard_edges`, exact where the Jaccard is at least
-    ``floor``; below it, some value below ``floor`` (work stops as soon as
-    the intersection cannot reach it)."""
+def jaccard_edges_between(off1, val1, off2, val2, ia, ib, floor):
+    """Jaccard of the sets ``ia[e]`` and ``ib[e]``, each a row of the CSR
+    ``(off1, val1)`` where it is 0 or more, else row ``~row`` of ``(off2,
+    val2)``; exact where it is at least ``floor``, below it some value below
+    ``floor`` (work stops as soon as the intersection cannot reach it)."""
     E = ia.shape[0]
     out = np.empty(E, np.float64)
     below = np.nextafter(floor, 0.0)
     for e in prange(E):
-        a0 = set_off[ia[e]]
-        a1 = set_off[ia[e] + 1]
-        b0 = set_off[ib[e]]
-        b1 = set_off[ib[e] + 1]
+        r = ia[e]
+        if r >= 0:
+            va, a0, a1 = val1, off1[r], off1[r + 1]
+        else:
+            va, a0, a1 = val2, off2[~r], off2[~r + 1]
+        r = ib[e]
+        if r >= 0:
+            vb, b0, b1 = val1, off1[r], off1[r + 1]
+        else:
+            vb, b0, b1 = val2, off2[~r], off2[~r + 1]
         total = (a1 - a0) + (b1 - b0)
         # J >= floor needs inter >= floor * total / (1 + floor)
         need = np.int64(np.ceil(floor * total / (1.0 + floor) - 1e-9))
-        j, exact = jaccard_runs(values, a0, a1, b0, b1, need)
+        j, exact = jaccard_of_runs(va, a0, a1, vb, b0, b1, need)
         out[e] = j if exact else min(j, below)
     return out
+
+
+def jaccard_edges_at_least(set_off, values, ia, ib, floor):
+    """As :func:`jaccard_edges`, exact where the Jaccard is at least
+    ``floor``; below it, some value below ``floor`` (work stops as soon as
+    the intersection cannot reach it)."""
+    return jaccard_edges_between(set_off, values, set_off, values, ia, ib, floor)
 
 
 def jaccard_edges(set_off, values, ia, ib):

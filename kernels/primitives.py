@@ -291,16 +291,16 @@ def find_sorted(keys, lo, hi, k):
 
 
 @njit(cache=True, inline="always")
-def intersect_at_least(values, a0, a1, b0, b1, need):
-    """The size of the intersection of the sorted runs ``values[a0:a1]`` and
-    ``values[b0:b1]``, or a smaller number as soon as it cannot reach
+def runs_intersect_at_least(va, a0, a1, vb, b0, b1, need):
+    """The size of the intersection of the sorted runs ``va[a0:a1]`` and
+    ``vb[b0:b1]``, or a smaller number as soon as it cannot reach
     ``need``."""
     c = 0
     while a0 < a1 and b0 < b1:
         if c + min(a1 - a0, b1 - b0) < need:
             return c
-        x = values[a0]
-        y = values[b0]
+        x = va[a0]
+        y = vb[b0]
         if x == y:
             c += 1
             a0 += 1
@@ -313,21 +313,33 @@ def intersect_at_least(values, a0, a1, b0, b1, need):
 
 
 @njit(cache=True, inline="always")
+def intersect_at_least(values, a0, a1, b0, b1, need):
+    """:func:`runs_intersect_at_least` of two runs of ``values``."""
+    return runs_intersect_at_least(values, a0, a1, values, b0, b1, need)
+
+
+@njit(cache=True, inline="always")
 def intersect_sorted(values, a0, a1, b0, b1):
     """The size of the intersection of two sorted runs of ``values``."""
     return intersect_at_least(values, a0, a1, b0, b1, 0)
 
 
 @njit(cache=True, inline="always")
-def jaccard_runs(values, a0, a1, b0, b1, need):
-    """``(jaccard, exact)`` of the sorted runs ``values[a0:a1]`` and
-    ``values[b0:b1]``: exact when their intersection reaches ``need``; else
-    the count stopped as soon as it could not (:func:`intersect_at_least`),
+def jaccard_of_runs(va, a0, a1, vb, b0, b1, need):
+    """``(jaccard, exact)`` of the sorted runs ``va[a0:a1]`` and
+    ``vb[b0:b1]``: exact when their intersection reaches ``need``; else the
+    count stopped as soon as it could not (:func:`runs_intersect_at_least`),
     and the value is below the true one. ``need=0``: always exact."""
-    inter = intersect_at_least(values, a0, a1, b0, b1, need)
+    inter = runs_intersect_at_least(va, a0, a1, vb, b0, b1, need)
     union = (a1 - a0) + (b1 - b0) - inter
     j = inter / union if union > 0 else 0.0
     return j, inter >= need
+
+
+@njit(cache=True, inline="always")
+def jaccard_runs(values, a0, a1, b0, b1, need):
+    """:func:`jaccard_of_runs` of two runs of ``values``."""
+    return jaccard_of_runs(values, a0, a1, values, b0, b1, need)
 
 
 @njit(cache=True)

@@ -66,3 +66,30 @@ def test_take_rows_copies_the_rows_asked_for_in_order():
         assert np.array_equal(new_val, np.concatenate(want))
         e_off, e_val = take_rows(off, val, rows[:0])
         assert e_off.tolist() == [0] and e_val.size == 0
+
+
+def test_pairs_read_two_handles_as_one():
+    """A pair's rows in two CSR handles (``~row`` for the second), read in
+    place by the CPU kernel and copied into one by ``rows_of_two``: the same
+    Jaccard, and the same at and above a floor."""
+    from gpu_dedup.arrays import rows_of_two
+    from gpu_dedup.kernels.cpu import jaccard_edges, jaccard_edges_between
+    rng = np.random.default_rng(3)
+
+    def csr(k):
+        sizes = rng.integers(0, 20, k)
+        off = np.zeros(k + 1, np.int64)
+        off[1:] = np.cumsum(sizes)
+        vals = [np.sort(rng.choice(40, s, replace=False)).astype(np.uint64) for s in sizes]
+        return off, np.concatenate(vals)
+    o1, v1 = csr(50)
+    o2, v2 = csr(30)
+    ia = rng.integers(-30, 50, 2000)
+    ib = rng.integers(-30, 50, 2000)
+    one, a, b = rows_of_two((None, o1, v1), (None, o2, v2), ia, ib)
+    want = jaccard_edges(one[1], one[2], a, b)
+    assert np.array_equal(jaccard_edges_between(o1, v1, o2, v2, ia, ib, 0.0), want)
+    got = jaccard_edges_between(o1, v1, o2, v2, ia, ib, 0.5)
+    assert np.array_equal(got >= 0.5, want >= 0.5)
+    assert np.array_equal(got[want >= 0.5], want[want >= 0.5])
+    assert (want > 0).any() and (want < 0.5).any() and (want >= 0.5).any()

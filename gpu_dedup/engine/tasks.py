@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import concat_csr, take_rows, unique
+from ..arrays import concat_csr, unique
 from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
@@ -496,30 +496,19 @@ def _docs_at(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
 def _score_with(ctx: Ctx, be, inputs: ScoreInputs, ia, ib, floor: float) -> np.ndarray:
     """Exact Jaccard of representatives ``ia[e]``, ``ib[e]`` from the shared
     shingle sets; the sets of the representatives they lack are built here,
-    for this batch, each from its own chunk (:func:`sets_of`)."""
+    for this batch, each from its own chunk (:func:`sets_of`), and read
+    beside the shared ones (nothing copied)."""
     sets = inputs.sets
     ra = row_in(sets[0], ia)
     rb = row_in(sets[0], ib)
-    both = (ra >= 0) & (rb >= 0)
-    if both.all():
+    if (ra >= 0).all() and (rb >= 0).all():
         return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor)), dtype=np.float64)
-    out = np.empty(ia.size, dtype=np.float64)
-    if both.any():
-        out[both] = host(be, be.jaccard_rows(sets, ra[both], rb[both], floor))
-    # the other pairs: the sets of their representatives that are shared
-    # (copied: a few rows, never the whole shared sets), then those built here
-    rest = ~both
-    ra, rb, ia, ib = ra[rest], rb[rest], ia[rest], ib[rest]
     lack = unique(np.concatenate([ia[ra < 0], ib[rb < 0]]))
-    used = unique(np.concatenate([ra[ra >= 0], rb[rb >= 0]]))
-    _, so, sv = sets_of(ctx, be, inputs.docs, _docs_at(ctx, lack))
-    u_off, u_val = take_rows(host(be, sets[1]), host(be, sets[2]), used)
-    s_off, s_val = concat_csr([(u_off, u_val), (host(be, so), host(be, sv))], np.uint64)
-    del so, sv, u_off, u_val
-    ra = np.where(ra < 0, used.size + row_in(lack, ia), row_in(used, ra))
-    rb = np.where(rb < 0, used.size + row_in(lack, ib), row_in(used, rb))
-    out[rest] = host(be, be.jaccard_rows((None, s_off, s_val), ra, rb, floor))
-    return out
+    built = sets_of(ctx, be, inputs.docs, _docs_at(ctx, lack))
+    ra = np.where(ra < 0, ~row_in(lack, ia), ra)
+    rb = np.where(rb < 0, ~row_in(lack, ib), rb)
+    return np.asarray(host(be, be.jaccard_rows(sets, ra, rb, floor, other=built)),
+                      dtype=np.float64)
 
 
 def sets_of(ctx: Ctx, be, documents: Documents, docs: np.ndarray) -> tuple:
