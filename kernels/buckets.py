@@ -282,3 +282,45 @@ def connected(parent, ea, eb):
     for e in range(ea.shape[0]):
         out[e] = _find(parent, ea[e]) == _find(parent, eb[e])
     return out
+
+
+@njit(cache=True, inline="always")
+def _in_part(k, parts, mask, want):
+    """Whether key ``k`` is in partition ``want``: ``(k >> 40) % parts``
+    (``mask``: ``parts - 1`` when it is a power of two, else 0)."""
+    h = k >> U64(40)
+    return (h & mask if mask else h % parts) == want
+
+
+@njit(parallel=True, cache=True)
+def keys_of_partition(keys, parts, p, base):
+    """The keys of partition ``p`` of ``parts`` (``(key >> 40) % parts``, the
+    high bits: the tables hash the low ones) and their positions plus
+    ``base``, in order, in one pass over ``keys`` (which may be a memory
+    map): ``(keys, positions)``."""
+    n = keys.shape[0]
+    P = U64(parts)
+    mask = P - U64(1) if (parts & (parts - 1)) == 0 else U64(0)
+    want = U64(p)
+    step = 1 << 16
+    nblocks = (n + step - 1) // step
+    count = np.zeros(nblocks + 1, np.int64)
+    for b in prange(nblocks):
+        c = 0
+        for i in range(b * step, min(n, (b + 1) * step)):
+            if _in_part(keys[i], P, mask, want):
+                c += 1
+        count[b + 1] = c
+    for b in range(nblocks):
+        count[b + 1] += count[b]
+    out_k = np.empty(count[nblocks], np.uint64)
+    out_d = np.empty(count[nblocks], np.int64)
+    for b in prange(nblocks):
+        o = count[b]
+        for i in range(b * step, min(n, (b + 1) * step)):
+            k = keys[i]
+            if _in_part(k, P, mask, want):
+                out_k[o] = k
+                out_d[o] = base + i
+                o += 1
+    return out_k, out_d

@@ -218,6 +218,23 @@ def test_key_partitions_give_the_bucket_edges_of_the_whole():
             assert np.array_equal(got, want)
 
 
+@pytest.mark.parametrize("parts", [2, 3, 8])
+def test_the_keys_of_a_partition_in_one_pass(parts):
+    """``keys_of_partition``: the keys ``key_partition`` puts in each
+    partition, in order, with their positions; every key in one."""
+    from gpu_dedup.kernels.buckets import keys_of_partition
+    rng = np.random.default_rng(parts)
+    keys = rng.integers(0, 2**63, size=200_001, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+    seen = 0
+    for p in range(parts):
+        sel = np.flatnonzero(key_partition(keys, parts) == p)
+        got_k, got_d = keys_of_partition(keys, parts, p, 7)
+        assert np.array_equal(got_k, keys[sel])
+        assert np.array_equal(got_d, sel + 7)
+        seen += sel.size
+    assert seen == keys.size
+
+
 def test_anchor_edges_empty():
     got = anchor_edges_segments(np.zeros(0, np.uint64), np.zeros(0, np.int64),
                                 np.zeros(1, np.int64))

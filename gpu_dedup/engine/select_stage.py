@@ -132,10 +132,12 @@ class SelectStage:
                                      ScoreInputs(docs, blocks, sets), floor)
                 held.append(score)
 
+                if pos_of_rank is None:      # ranks are positions
+                    return score
+
                 def score_ranks(packed):
                     u, v = unpack_edges(packed)
-                    if pos_of_rank is not None:
-                        u, v = pos_of_rank[u], pos_of_rank[v]
+                    u, v = pos_of_rank[u], pos_of_rank[v]
                     return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
                 return score_ranks
 

@@ -45,6 +45,7 @@ from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
+from ..kernels.buckets import keys_of_partition
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
@@ -380,9 +381,9 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
                 continue
             row = st.load_npy(layout.signature_file(b["key"], layout.KEYS), mmap=True)[j]
             if parts > 1:
-                sel = np.flatnonzero(key_partition(row, parts) == p)
-                keys.append(np.array(row[sel]))
-                docs.append(sel.astype(np.int64) + b["r0"])
+                k, d = keys_of_partition(row, parts, p, b["r0"])
+                keys.append(k)
+                docs.append(d)
             else:
                 keys.append(row)       # blocks are consecutive: position = offset in band
             rows += keys[-1].size
