@@ -296,19 +296,19 @@ def runs_intersect_at_least(va, a0, a1, vb, b0, b1, need):
     ``vb[b0:b1]``, or a smaller number as soon as it cannot reach
     ``need``."""
     c = 0
+    # it cannot reach ``need`` once either run has more values past it
+    # than it may miss: ``c + min(a1 - a0, b1 - b0) < need``
+    a_miss = a1 - need
+    b_miss = b1 - need
     while a0 < a1 and b0 < b1:
-        if c + min(a1 - a0, b1 - b0) < need:
+        if a0 - c > a_miss or b0 - c > b_miss:
             return c
         x = va[a0]
         y = vb[b0]
-        if x == y:
-            c += 1
-            a0 += 1
-            b0 += 1
-        elif x < y:
-            a0 += 1
-        else:
-            b0 += 1
+        # no branch on the comparison: the merge steps both ways at once
+        c += x == y
+        a0 += x <= y
+        b0 += y <= x
     return c
 
 
