@@ -168,17 +168,21 @@ def _proc_children(pid: int) -> list[int]:
 
 
 def tree_pids(pid: int | None = None) -> list[int]:
-    """``pid`` (this process by default) and all its descendants."""
+    """``pid`` (this process by default) and all its descendants: from each
+    process's own list of children under ``/proc`` where there is one (a few
+    small reads per process of the tree), else by psutil (which reads every
+    process of the system; the monitor samples often)."""
     pid = os.getpid() if pid is None else pid
-    try:
-        import psutil
+    if not os.path.exists(f"/proc/{pid}/task/{pid}/children"):
         try:
-            p = psutil.Process(pid)
-            return [pid] + [c.pid for c in p.children(recursive=True)]
-        except psutil.Error:
-            return [pid]
-    except ImportError:
-        pass
+            import psutil
+            try:
+                p = psutil.Process(pid)
+                return [pid] + [c.pid for c in p.children(recursive=True)]
+            except psutil.Error:
+                return [pid]
+        except ImportError:
+            pass
     out = [pid]
     i = 0
     while i < len(out):

@@ -59,6 +59,31 @@ def test_tree_rss_counts_children():
         child.wait()
 
 
+def test_tree_pids_finds_grandchildren_as_psutil_does():
+    """The process tree from each process's own list of children is the one
+    psutil gives, grandchildren included."""
+    import psutil
+
+    from gpu_dedup.memory import tree_pids
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time; "
+         "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+         "print(g.pid, flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE)
+    try:
+        grandchild = int(child.stdout.readline())
+        got = tree_pids()
+        assert child.pid in got and grandchild in got
+        want = [os.getpid()] + [c.pid for c in psutil.Process().children(recursive=True)]
+        assert sorted(got) == sorted(want)
+    finally:
+        for p in psutil.Process(child.pid).children(recursive=True):
+            p.kill()
+        child.kill()
+        child.wait()
+
+
 def test_peak_monitor_catches_a_spike_per_stage():
     mon = PeakMonitor(interval=0.5)        # slow sampling: the high-water mark must catch it
     with mon:
