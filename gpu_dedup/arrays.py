@@ -50,6 +50,24 @@ def unique(x, return_inverse: bool = False, return_counts: bool = False):
     return tuple(out)
 
 
+def stable_order(key) -> np.ndarray:
+    """``np.argsort(key, kind="stable")`` of a 1-D integer array: when the
+    keys are non-negative and below 2**32, by one plain sort of each key
+    packed above its index (distinct values, so any sort is stable; NumPy's
+    is vectorised and several times faster than its stable sort); else by
+    the stable sort."""
+    key = np.asarray(key).reshape(-1)
+    n = key.shape[0]
+    if not n or n >= 1 << 32 or key.dtype.kind not in "iu" or key.min() < 0 \
+            or int(key.max()) >= 1 << 32:
+        return np.argsort(key, kind="stable").astype(np.int64)
+    packed = key.astype(np.uint64) << np.uint64(32)
+    packed |= np.arange(n, dtype=np.uint64)
+    packed.sort()
+    packed &= np.uint64(0xFFFFFFFF)
+    return packed.astype(np.int64)
+
+
 def distinct_count(x) -> int:
     """How many distinct values the 1-D array ``x`` of non-negative integers
     holds."""

@@ -93,3 +93,17 @@ def test_pairs_read_two_handles_as_one():
     assert np.array_equal(got >= 0.5, want >= 0.5)
     assert np.array_equal(got[want >= 0.5], want[want >= 0.5])
     assert (want > 0).any() and (want < 0.5).any() and (want >= 0.5).any()
+
+
+@pytest.mark.parametrize("case", ["small", "repeats", "wide", "negative", "empty"])
+def test_stable_order_is_numpys_stable_argsort(case):
+    from gpu_dedup.arrays import stable_order
+    rng = np.random.default_rng(7)
+    key = {"small": rng.integers(0, 1000, 5000),
+           "repeats": rng.integers(0, 3, 5000).astype(np.uint32),
+           "wide": rng.integers(0, 1 << 40, 5000),          # above 2**32: the stable sort
+           "negative": rng.integers(-50, 50, 5000),
+           "empty": np.zeros(0, np.int64)}[case]
+    got = stable_order(key)
+    assert got.dtype == np.int64
+    assert np.array_equal(got, np.argsort(key, kind="stable"))

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import unique
+from ..arrays import stable_order, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import unpack_edges, verified_edges
@@ -306,7 +306,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             return [edges], None
         shared = None if sets is None else tasks.host(self.be, sets[0])
         key = lacking(edges, shared)
-        order = np.argsort(key, kind="stable")
+        order = stable_order(key)
         edges, key = edges[order], key[order]
         return [edges[s:e] for s, e in batch_cuts(key, size)], order
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..arrays import concat_csr, unique
+from ..kernels.cpu import rows_in
 from .lsh import distinct_buckets, pack_edges, take_buckets, unpack_edges
 from .select import WINDOW, Selection, greedy_select
 
@@ -169,20 +170,21 @@ class RangeSelector:
         np.cumsum(kc, out=k_at[1:])
         k_idx = (np.repeat(self.k_off[touched] - k_at[:-1], kc)
                  + np.arange(int(k_at[-1]), dtype=np.int64))
-        t = np.concatenate([h_t[early], k_t, t_of])
-        r = np.concatenate([h_mem[early], self.klist[k_idx], rank])
-        order = np.lexsort((r, t))
-        t, r = t[order], r[order]
-        new = np.ones(t.size, dtype=bool)
-        new[1:] = (t[1:] != t[:-1]) | (r[1:] != r[:-1])
-        t, r = t[new], r[new]
+        # (local bucket, rank) pairs sorted and distinct; both below 2**32
+        # (ranks: MAX_DOCUMENTS), so one sort of them packed into 64 bits
+        tr = np.concatenate([h_t[early], k_t, t_of]).astype(np.uint64) << np.uint64(32)
+        tr |= np.concatenate([h_mem[early], self.klist[k_idx], rank]).astype(np.uint64)
+        tr = unique(tr)
+        t = (tr >> np.uint64(32)).astype(np.int64)
+        r = (tr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        del tr
         ranks = unique(r)
         fixed = int(np.searchsorted(ranks, max(int(r0), self.fixed)))
         off = np.zeros(touched.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(t, minlength=touched.size), out=off[1:])
         prior_kept = (r < r0) & self.kept[r]
         included = np.bincount(t[prior_kept], minlength=touched.size)
-        return _Local(ranks, fixed, off, np.searchsorted(ranks, r).astype(np.int64),
+        return _Local(ranks, fixed, off, rows_in(ranks, r),
                       self.kept[ranks[:fixed]], self.kcount[touched] - included, touched,
                       entries)
 
