@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import concat_csr, unique
+from ..arrays import concat_csr, take_rows, unique
 from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
@@ -513,29 +513,33 @@ def _score_with(ctx: Ctx, be, inputs: ScoreInputs, ia, ib, floor: float) -> np.n
 
 
 def sets_of(ctx: Ctx, be, documents: Documents, docs: np.ndarray) -> tuple:
-    """The shingle sets of the sorted global documents ``docs``, each built
-    from its own chunk's text buffers (memory-mapped on a disk store: only
-    the pages of those documents are read, and no text is copied):
-    ``(docs, set_offsets, values)``. Documents of one chunk give the
-    backend's own handle (a device may keep it); of several, host arrays."""
+    """The shingle sets of the sorted global documents ``docs``, built from
+    their chunks' text buffers (memory-mapped on a disk store: only the
+    pages of those documents are read): ``(docs, set_offsets, values)``, the
+    backend's own handle (a device may keep it). Documents of several chunks
+    have their texts copied end to end first (a few bytes each), so that one
+    call builds every set."""
     cfg = ctx.cfg
     word = cfg.shingle == "word"
     docs = np.asarray(docs, dtype=np.int64)
     ci = documents.chunk_of(docs)
     cut = np.flatnonzero(np.diff(ci)) + 1
-    parts = []
+    texts = []
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
         if s == e:
             continue
         c = int(ci[s])
         off, data = ctx.store.buffers(layout.chunk_file(documents.chunks[c]["key"], layout.TEXT))
-        _, so, sv = be.shingle_sets(off, data, word, cfg.ngram,
-                                    docs[s:e] - int(documents.starts[c]))
-        del off, data
+        local = docs[s:e] - int(documents.starts[c])
         if cut.size == 0:
+            _, so, sv = be.shingle_sets(off, data, word, cfg.ngram, local)
             return docs, so, sv
-        parts.append((host(be, so), host(be, sv)))
-    return (docs, *concat_csr(parts, np.uint64))
+        texts.append(take_rows(off, data, local))
+        del off, data
+    off, data = concat_csr(texts, np.uint8)
+    del texts
+    _, so, sv = be.shingle_sets(off, data, word, cfg.ngram, np.arange(docs.size, dtype=np.int64))
+    return docs, so, sv
 
 
 def row_in(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
