@@ -324,3 +324,40 @@ def keys_of_partition(keys, parts, p, base):
                 out_d[o] = base + i
                 o += 1
     return out_k, out_d
+
+
+@njit(cache=True)
+def split_segments(keys, docs, seg, ways):
+    """Each key segment cut into ``ways`` (a power of two) by bits 52 and up
+    of its keys, so that equal keys stay together and the grouping of one
+    large segment runs on several threads: ``(keys, docs, seg)``, the keys of
+    each part in their order, with their positions (``docs``; when it is
+    empty, a key's position is its offset in its segment)."""
+    g = seg.shape[0] - 1
+    n = seg[g] - seg[0] if g >= 0 else 0
+    implicit = docs.shape[0] == 0
+    out_k = np.empty(n, np.uint64)
+    out_d = np.empty(n, np.int64)
+    new_seg = np.empty(g * ways + 1, np.int64)
+    new_seg[0] = 0
+    mask = U64(ways - 1)
+    at = np.empty(ways, np.int64)
+    o = 0
+    for j in range(g):
+        lo = seg[j]
+        hi = seg[j + 1]
+        for w in range(ways):
+            at[w] = 0
+        for i in range(lo, hi):
+            at[np.int64((keys[i] >> U64(52)) & mask)] += 1
+        for w in range(ways):
+            c = at[w]
+            at[w] = o
+            o += c
+            new_seg[j * ways + w + 1] = o
+        for i in range(lo, hi):
+            w = np.int64((keys[i] >> U64(52)) & mask)
+            out_k[at[w]] = keys[i]
+            out_d[at[w]] = i - lo if implicit else docs[i]
+            at[w] += 1
+    return out_k, out_d, new_seg

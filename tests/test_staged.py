@@ -235,6 +235,32 @@ def test_the_keys_of_a_partition_in_one_pass(parts):
     assert seen == keys.size
 
 
+@pytest.mark.parametrize("implicit", [True, False])
+def test_split_segments_give_the_same_distinct_buckets(implicit):
+    """Band segments cut into parts by key bits before grouping: the same
+    buckets once made distinct, whether positions are given or implicit."""
+    from gpu_dedup.engine.tasks import split_ways
+    from gpu_dedup.kernels.buckets import segment_buckets, split_segments
+    from gpu_dedup.stages.lsh import distinct_buckets
+    rng = np.random.default_rng(11)
+    sizes = [50_000, 0, 3, 20_000]
+    seg = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    keys = (rng.integers(0, 9_000, seg[-1]).astype(np.uint64)
+            * np.uint64(0x9E3779B97F4A7C15))
+    docs = (np.zeros(0, np.int64) if implicit
+            else np.concatenate([np.sort(rng.choice(10**6, n, replace=False))
+                                 for n in sizes]).astype(np.int64))
+    want = distinct_buckets(*segment_buckets(keys, docs, seg))
+    for ways in (2, 8, 64):
+        k, d, s = split_segments(keys, docs, seg, ways)
+        assert s.size == 4 * ways + 1 and s[-1] == keys.size
+        got = distinct_buckets(*segment_buckets(k, d, s))
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
+    assert want[0].size > 100
+    assert split_ways(np.array([0, 1000], np.int64)) == 1
+    assert split_ways(np.array([0, 25_000_000], np.int64)) == 64
+
+
 def test_anchor_edges_empty():
     got = anchor_edges_segments(np.zeros(0, np.uint64), np.zeros(0, np.int64),
                                 np.zeros(1, np.int64))

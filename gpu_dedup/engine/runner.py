@@ -237,7 +237,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
 
         def need(g, parts):
             n = R / parts
-            per_row = 8 + (8 if parts > 1 else 0) + 8 + 16
+            per_row = 8 + 8 + 8 + 16 + 16      # with the split copy of keys and docs
             return g * n * per_row + min(T, g) * n * 72
 
         parts = 1

@@ -45,7 +45,7 @@ from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
-from ..kernels.buckets import keys_of_partition
+from ..kernels.buckets import keys_of_partition, split_segments
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
@@ -363,6 +363,24 @@ def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
     return ((keys >> _U64(40)) % _U64(parts)).astype(np.int64)
 
 
+#: Keys a part of a band segment holds at most, about, when the segment is
+#: split before its keys are grouped (a hash table that fits a cache).
+SPLIT_KEYS = 1 << 18
+
+
+def split_ways(seg: np.ndarray) -> int:
+    """Parts each key segment is cut into before grouping: a power of two
+    (at most 4,096: the key bits 52 and up) giving parts of about
+    :data:`SPLIT_KEYS` keys; 1 when the segments are small. Equal keys fall
+    in one part, so the buckets are the same (their order differs, and
+    ``distinct_buckets`` puts them in its canonical order)."""
+    largest = int(np.diff(seg).max()) if seg.size > 1 else 0
+    ways = 1
+    while ways < 4096 and largest // ways > 2 * SPLIT_KEYS:
+        ways *= 2
+    return ways
+
+
 def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     """The buckets of bands ``unit['bands']`` whose key falls in partition
     ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
@@ -396,6 +414,9 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     del docs
     be = backend_of(ctx)
     seg = np.asarray(seg, dtype=np.int64)
+    ways = split_ways(seg)
+    if ways > 1:        # parts of a large segment fit the caches and the threads
+        flat, d, seg = split_segments(np.asarray(flat), d, seg, ways)
     if ctx.cfg.cluster == "greedy":
         off, members = be.segment_buckets(flat, d, seg)
         del flat, d
