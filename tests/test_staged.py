@@ -239,7 +239,7 @@ def test_the_keys_of_a_partition_in_one_pass(parts):
 def test_split_segments_give_the_same_distinct_buckets(implicit):
     """Band segments cut into parts by key bits before grouping: the same
     buckets once made distinct, whether positions are given or implicit."""
-    from gpu_dedup.engine.tasks import split_ways
+    from gpu_dedup.stages.lsh import split_ways
     from gpu_dedup.kernels.buckets import segment_buckets, split_segments
     from gpu_dedup.stages.lsh import distinct_buckets
     rng = np.random.default_rng(11)

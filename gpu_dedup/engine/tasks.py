@@ -49,7 +49,7 @@ from ..kernels.buckets import keys_of_partition, split_segments
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
 from ..stages.exact import exact_representatives
-from ..stages.lsh import distinct_buckets, unpack_edges
+from ..stages.lsh import distinct_buckets, split_ways, unpack_edges
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from . import layout
@@ -361,24 +361,6 @@ def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
     """The key-space partition of each band key (high bits, so that the hash
     tables keep using the well-mixed low bits)."""
     return ((keys >> _U64(40)) % _U64(parts)).astype(np.int64)
-
-
-#: Keys a part of a band segment holds at most, about, when the segment is
-#: split before its keys are grouped (a hash table that fits a cache).
-SPLIT_KEYS = 1 << 18
-
-
-def split_ways(seg: np.ndarray) -> int:
-    """Parts each key segment is cut into before grouping: a power of two
-    (at most 4,096: the key bits 52 and up) giving parts of about
-    :data:`SPLIT_KEYS` keys; 1 when the segments are small. Equal keys fall
-    in one part, so the buckets are the same (their order differs, and
-    ``distinct_buckets`` puts them in its canonical order)."""
-    largest = int(np.diff(seg).max()) if seg.size > 1 else 0
-    ways = 1
-    while ways < 4096 and largest // ways > 2 * SPLIT_KEYS:
-        ways *= 2
-    return ways
 
 
 def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:

@@ -159,3 +159,20 @@ def distinct_buckets(off: np.ndarray, members: np.ndarray):
     keep[1:] = (fs[1:] != fs[:-1]) | (hs[1:, 0] != hs[:-1, 0]) | (hs[1:, 1] != hs[:-1, 1])
     return take_buckets(off, members, order[keep])
 
+
+#: Keys a part of a band segment holds at most, about, when the segment is
+#: split before its keys are grouped (a hash table that fits a cache).
+SPLIT_KEYS = 1 << 18
+
+
+def split_ways(seg: np.ndarray) -> int:
+    """Parts each key segment is cut into before grouping: a power of two
+    (at most 4,096: the key bits 52 and up) giving parts of about
+    :data:`SPLIT_KEYS` keys; 1 when the segments are small. Equal keys fall
+    in one part, so the buckets are the same (their order differs, and
+    ``distinct_buckets`` puts them in its canonical order)."""
+    largest = int(np.diff(seg).max()) if seg.size > 1 else 0
+    ways = 1
+    while ways < 4096 and largest // ways > 2 * SPLIT_KEYS:
+        ways *= 2
+    return ways
