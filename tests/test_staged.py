@@ -18,7 +18,6 @@ from gpu_dedup.errors import ConfigError, InputError
 from gpu_dedup.kernels.buckets import bucket_edges, segment_bucket_edges
 from gpu_dedup.pipeline import run as _pipeline_run
 from gpu_dedup.engine.plan import make_plan
-from gpu_dedup.engine.tasks import key_partition
 from gpu_dedup.io.plan import plan_reads, stream_chunks
 from gpu_dedup.output import SUCCESS_NAME
 
@@ -193,6 +192,13 @@ def test_configurations(corpus, tmp_path, cfg):
     out = str(tmp_path / "out")
     report = run_staged(paths, out, cfg, memory_limit="96KiB")
     assert_same(ref_report, ref, report, out)
+
+
+def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
+    """The key-space partition of each band key, as the band stage defines
+    it (``kernels.buckets.keys_of_partition``): high bits, so that the hash
+    tables keep using the well-mixed low bits."""
+    return ((keys >> np.uint64(40)) % np.uint64(parts)).astype(np.int64)
 
 
 def test_key_partitions_give_the_bucket_edges_of_the_whole():

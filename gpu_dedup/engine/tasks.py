@@ -357,12 +357,6 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
 
 # -- lsh -----------------------------------------------------------------------
 
-def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
-    """The key-space partition of each band key (high bits, so that the hash
-    tables keep using the well-mixed low bits)."""
-    return ((keys >> _U64(40)) % _U64(parts)).astype(np.int64)
-
-
 def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     """The buckets of bands ``unit['bands']`` whose key falls in partition
     ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
