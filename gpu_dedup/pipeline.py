@@ -129,6 +129,9 @@ class Dedup:
                 # its rounds (passes on a CPU) and the pairs it scored
                 "selection_rounds": stats.get("selection_rounds"),
                 "selection_scored": stats.get("selection_scored"),
+                # of those, the pairs settled below the threshold by their
+                # bound rows, without their shingle sets
+                "selection_bounded": stats.get("selection_bounded"),
                 # the ranges of ranks it was decided in, one after the other
                 "selection_ranges": stats.get("selection_ranges")}
         seconds = {**dict(runner.timer.seconds), "total": time.perf_counter() - opened.t_start}

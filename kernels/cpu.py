@@ -15,8 +15,9 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
-from .primitives import (agreement, band_key, doc_shingle_hashes, fold_minima,
-                         jaccard_of_runs, sorted_unique)
+from .primitives import (BOUND_MAP_WORDS, BOUND_WORDS, agreement, band_key, bound_row,
+                         doc_shingle_hashes, fold_minima, jaccard_of_runs, jaccard_upper,
+                         sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
 
 SEED0 = U64(0)
@@ -136,6 +137,38 @@ def shingle_sets(offsets, data, docs, word_mode, n):
     for t in prange(D):
         values[set_off[t]:set_off[t + 1]] = raw[raw_off[t]:raw_off[t] + uniq[t]]
     return set_off, values
+
+
+@njit(parallel=True, cache=True)
+def set_bounds(offsets, data, docs, word_mode, n, out):
+    """The bound rows (:func:`kernels.primitives.bound_row`) of the documents
+    ``docs`` into ``out`` (``len(docs) x BOUND_WORDS`` uint32)."""
+    D = docs.shape[0]
+    nblocks = (D + BLOCK - 1) // BLOCK
+    for blk in prange(nblocks):
+        lo = blk * BLOCK
+        hi = min(D, lo + BLOCK)
+        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
+        bitmap = np.empty(BOUND_MAP_WORDS, np.uint64)
+        for t in range(lo, hi):
+            i = docs[t]
+            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
+                                     pos_a, pos_b, scratch, hashes)
+            bound_row(hashes, cnt, bitmap, out[t])
+
+
+@njit(parallel=True, cache=True)
+def jaccard_upper_bounds(rows, ia, ib):
+    """:func:`kernels.primitives.jaccard_upper` of rows ``ia[e]`` and
+    ``ib[e]`` of the bound rows ``rows``: float64, at least each pair's
+    exact Jaccard."""
+    E = ia.shape[0]
+    out = np.empty(E, np.float64)
+    if rows.shape[1] != BOUND_WORDS:
+        raise ValueError("bound rows of the wrong width")
+    for e in prange(E):
+        out[e] = jaccard_upper(rows[ia[e]], rows[ib[e]])
+    return out
 
 
 @njit(parallel=True, cache=True)

@@ -273,6 +273,80 @@ def agreement(sig, x, y):
     return c / K
 
 
+# -- bounds on Jaccard ------------------------------------------------------------
+#
+# A document's *bound row* answers "can these two documents reach Jaccard t?"
+# without their shingle sets: its shingle hashes counted by their top bits
+# into BOUND_BINS bins (one byte each, 255 meaning 255 or more, packed four to
+# a uint32 word), then a lower bound on its number of distinct shingles (the
+# bits set in a 4,096-bit map of the hashes' low bits: two distinct hashes
+# may share a bit, never one hash two bits). Two sets meet only inside a bin,
+# so their intersection is at most the sum over bins of the smaller count,
+# and their Jaccard at most that sum over the distinct bounds' total less it.
+
+#: Bins of a bound row; words of a row (the counts, then the distinct bound).
+BOUND_BINS = 32
+BOUND_WORDS = BOUND_BINS // 4 + 1
+#: uint64 words of the map behind the distinct bound.
+BOUND_MAP_WORDS = 64
+_BIN_SHIFT = U64(64 - 5)            # log2(BOUND_BINS) top bits
+
+
+@njit(cache=True, inline="always")
+def popcount64(x):
+    """Set bits of a uint64."""
+    x = x - ((x >> U64(1)) & U64(0x5555555555555555))
+    x = (x & U64(0x3333333333333333)) + ((x >> U64(2)) & U64(0x3333333333333333))
+    x = (x + (x >> U64(4))) & U64(0x0F0F0F0F0F0F0F0F)
+    return (x * U64(0x0101010101010101)) >> U64(56)
+
+
+@njit(cache=True, inline="always")
+def bound_row(hashes, cnt, bitmap, row):
+    """The bound row (``BOUND_WORDS`` uint32, see above) of the ``cnt``
+    shingle hashes ``hashes[:cnt]`` (not de-duplicated); ``bitmap`` is a
+    work buffer of ``BOUND_MAP_WORDS`` uint64."""
+    for w in range(BOUND_WORDS):
+        row[w] = 0
+    for w in range(BOUND_MAP_WORDS):
+        bitmap[w] = U64(0)
+    for j in range(cnt):
+        h = U64(hashes[j])
+        b = np.int64(h >> _BIN_SHIFT)
+        w = b >> 2
+        sh = np.uint32((b & 3) * 8)
+        if ((row[w] >> sh) & np.uint32(255)) < np.uint32(255):
+            row[w] += np.uint32(1) << sh
+        bitmap[np.int64((h >> U64(6)) & U64(BOUND_MAP_WORDS - 1))] |= U64(1) << (h & U64(63))
+    distinct = U64(0)
+    for w in range(BOUND_MAP_WORDS):
+        distinct += popcount64(bitmap[w])
+    row[BOUND_WORDS - 1] = np.uint32(distinct)
+
+
+@njit(cache=True, inline="always")
+def jaccard_upper(ra, rb):
+    """An upper bound on the Jaccard of the sets of two bound rows: at
+    least their exact Jaccard as :func:`jaccard_of_runs` computes it (the
+    same division, of a larger intersection by a smaller union); infinity
+    when the rows cannot bound it (both counts of a bin full, or no union
+    left)."""
+    inter = 0
+    for w in range(BOUND_WORDS - 1):
+        x = ra[w]
+        y = rb[w]
+        for s in range(4):
+            a = np.int64((x >> np.uint32(8 * s)) & np.uint32(255))
+            b = np.int64((y >> np.uint32(8 * s)) & np.uint32(255))
+            if a == 255 and b == 255:
+                return np.inf
+            inter += smaller(a, b)
+    union = np.int64(ra[BOUND_WORDS - 1]) + np.int64(rb[BOUND_WORDS - 1]) - inter
+    if union <= 0:
+        return np.inf
+    return inter / union
+
+
 # -- sorted runs ----------------------------------------------------------------
 
 @njit(cache=True)

@@ -17,6 +17,7 @@ from gpu_dedup.pipeline import deduplicate
 from gpu_dedup.errors import ConfigError, InputError
 from gpu_dedup.kernels.buckets import bucket_edges, segment_bucket_edges
 from gpu_dedup.pipeline import run as _pipeline_run
+from gpu_dedup.engine import runner as runner_module
 from gpu_dedup.engine.plan import make_plan
 from gpu_dedup.io.plan import plan_reads, stream_chunks
 from gpu_dedup.output import SUCCESS_NAME
@@ -153,8 +154,10 @@ def test_default_budget_equals_in_memory_run(corpus, tmp_path):
     assert report["outputs"]["report_html"] == "report.html"
 
 
-def test_small_memory_limit_gives_the_same_result(corpus, tmp_path):
+def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch):
     paths, ref, ref_report = corpus
+    # the few pairs their bound rows leave to score exactly, in batches of 16
+    monkeypatch.setattr(runner_module, "MIN_SCORE_BATCH", 16)
     report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="64KiB")
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
     w = report["work"]
@@ -165,6 +168,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path):
     assert w["units"]["signatures"] > 1
     assert w["units"]["buckets"] > CFG.bands
     assert w["units"]["select"] > 1
+    assert 0 < w["selection_bounded"] < w["selection_scored"]
     assert report["work"]["plan"]["task_bytes"] == 64 * 1024
 
 

@@ -189,9 +189,11 @@ def exact(name: str) -> str:
 
 # -- signatures ---------------------------------------------------------------------
 
-#: Files beside a signature block's marker: band keys, signatures.
+#: Files beside a signature block's marker: band keys, signatures, and the
+#: bound rows of greedy selection (:mod:`gpu_dedup.engine.bounds`).
 KEYS = ".keys.npy"
 SIGS = ".sig.npy"
+BOUNDS = ".bounds.npy"
 
 
 def block_key(r0: int) -> str:
@@ -205,7 +207,7 @@ def signature_block(key: str) -> str:
 
 
 def signature_file(key: str, name: str) -> str:
-    """File ``name`` (``KEYS``, ``SIGS``) of the signature block ``key``."""
+    """File ``name`` (``KEYS``, ``SIGS``, ``BOUNDS``) of the signature block ``key``."""
     return file(signature_block(key), name)
 
 

@@ -77,6 +77,7 @@ class RunOutputs:
             "selection_ran_on": v.get("selection"),
             "selection_rounds": v.get("selection_rounds"),
             "selection_scored": v.get("selection_scored"),
+            "selection_bounded": v.get("selection_bounded"),
             "selection_ranges": v.get("ranges"),
             "unresolved_edges": v["unresolved"],
             "shingles": self.shingles,

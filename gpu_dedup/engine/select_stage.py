@@ -127,9 +127,11 @@ class SelectStage:
             held = []
 
             def scorer(ranks, k=k, held=held):
-                sets = self._range_sets(ranks, int(bounds[k]), pos_of_rank)
+                own = self._own_positions(ranks, int(bounds[k]), pos_of_rank)
                 score = self._scorer(layout.range_batches(k), "select",
-                                     ScoreInputs(docs, blocks, sets), floor)
+                                     ScoreInputs(docs, blocks), floor,
+                                     share=lambda pos, own=own: self._shared_sets(
+                                         np.intersect1d(pos, own, assume_unique=True)))
                 held.append(score)
 
                 if pos_of_rank is None:      # ranks are positions
@@ -156,17 +158,18 @@ class SelectStage:
         return self._save_selection(dict(zip(ranges_run, results)), bounds, selector.kept,
                                     pos_of_rank, calls)
 
-    def _range_sets(self, ranks: np.ndarray, r0: int, pos_of_rank):
-        """The shingle sets range ``r0..``'s scoring shares: those of its own
-        documents (ranks from ``r0``; the ranges are sized so that they fit
-        a quarter of the budget), built once for the range. The earlier
-        documents it reads (first members and kept members of its buckets)
-        are built by the scoring batches, each batch those of a few
-        neighbouring chunks and each document by one batch of a call
-        (:meth:`~gpu_dedup.engine.runner.Runner._score_batches`). None when
-        the tasks build every set themselves (:meth:`_shared_sets`)."""
+    def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank) -> np.ndarray:
+        """The positions (sorted) of the range's own documents among the
+        sorted ``ranks`` it reads (ranks from ``r0``). Their scoring shares
+        the shingle sets of those of them in its first pairs scored exactly
+        (the ranges are sized so that all of them would fit a quarter of the
+        budget), built once for the range; the earlier documents it reads
+        (first members and kept members of its buckets), and its own
+        documents first met later, are built by the scoring batches, each
+        batch those of a few neighbouring chunks and each document by one
+        batch of a call (:meth:`~gpu_dedup.engine.runner.Runner._score_batches`)."""
         cut = int(np.searchsorted(ranks, r0))
-        return self._shared_sets(self._positions(ranks[cut:], pos_of_rank))
+        return self._positions(ranks[cut:], pos_of_rank)
 
     @staticmethod
     def _positions(ranks: np.ndarray, pos_of_rank) -> np.ndarray:
@@ -237,4 +240,5 @@ class SelectStage:
                 "units": max(1, calls), "selection": where or "host",
                 "selection_rounds": sum(int(r.rounds) for r in done),
                 "selection_scored": sum(int(r.scored) for r in done),
+                "selection_bounded": self.bounded.get("select", 0),
                 "ranges": bounds.size - 1}

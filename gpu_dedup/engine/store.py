@@ -61,7 +61,7 @@ from .layout import LOCK, MARKER
 log = logging.getLogger("gpu_dedup")
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 9
+FORMAT_VERSION = 10
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"

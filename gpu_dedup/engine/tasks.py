@@ -53,6 +53,7 @@ from ..stages.lsh import distinct_buckets, split_ways, unpack_edges
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from . import layout
+from .bounds import bound_rows, gather_rows, uses_bounds
 from .plan import Plan
 from .records import Blocks, Documents, ScoreInputs
 
@@ -343,13 +344,16 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
     off, data = st.buffers(layout.chunk_file(c["key"], layout.TEXT))
     sig, counts = signatures(be, off, data, local, cfg)
     keys = host(be, be.band_keys(sig, cfg.bands, cfg.rows))
-    del off, data
     st.save_npy(layout.file(unit, layout.KEYS), np.ascontiguousarray(keys.T))
     del keys
     files = [layout.file(unit, layout.KEYS)]
     if needs_signatures(cfg):
         st.save_npy(layout.file(unit, layout.SIGS), host(be, sig))
         files.append(layout.file(unit, layout.SIGS))
+    if uses_bounds(cfg):
+        st.save_npy(layout.file(unit, layout.BOUNDS), bound_rows(off, data, local, cfg))
+        files.append(layout.file(unit, layout.BOUNDS))
+    del off, data
     meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
     st.mark_done(unit, meta, files)
     return {**meta, "reused": 0}
@@ -442,23 +446,6 @@ def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
     return gather(ctx, documents, u, layout.IDS).take(pa.array(inv.astype(np.int64)))
 
 
-def _gather_signatures(ctx: Ctx, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
-    """Signature rows of sorted, unique representative positions."""
-    st = ctx.store
-    bi = blocks.block_of(positions)
-    out = None
-    for b in unique(bi):
-        blk = blocks.blocks[int(b)]
-        sig = st.load_npy(layout.signature_file(blk["key"], layout.SIGS), mmap=True)
-        sel = bi == b
-        rows = np.array(sig[positions[sel] - blk["r0"]])
-        if out is None:
-            out = np.empty((positions.size, sig.shape[1]), dtype=sig.dtype)
-        out[sel] = rows
-        del sig
-    return out
-
-
 # -- verify --------------------------------------------------------------------
 
 def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
@@ -479,7 +466,7 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
         return np.asarray(host(be, be.jaccard_rows(sets, row_in(pos, ia), row_in(pos, ib),
                                                    floor)), dtype=np.float64)
     pos = unique(np.concatenate([ia, ib]))
-    sig = _gather_signatures(ctx, inputs.blocks, pos)
+    sig = gather_rows(ctx.store, inputs.blocks, pos, layout.SIGS)
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
                                                       np.searchsorted(pos, ib))),
                       dtype=np.float64)

@@ -1,0 +1,75 @@
+"""Rows stored per representative beside its band keys, gathered by
+position; and the bound rows that settle most candidate pairs of greedy
+selection without their shingle sets.
+
+Most pairs that share a bucket by chance (documents with the same footer,
+the same template) are far below the threshold, yet scoring one exactly
+means reading both texts and building both shingle sets. Each
+representative's *bound row* (:func:`kernels.primitives.bound_row`: its
+shingles counted into 32 bins, and a lower bound on how many are distinct),
+36 bytes made beside its signature, gives an upper bound on the pair's
+Jaccard; a pair whose bound is below the threshold is settled there, with
+that bound as its score (greedy selection reads only whether a score
+reaches the threshold, and every score at or above it is exact). Which
+pairs are similar, the kept documents, ``duplicate_of`` and every score
+written are the same as with every pair scored exactly.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..arrays import unique
+from ..config import Config
+from ..kernels import cpu as cpu_kernels
+from ..stages.lsh import unpack_edges
+from . import layout
+from .records import Blocks
+
+
+def uses_bounds(cfg: Config) -> bool:
+    """Whether the run stores bound rows: greedy selection verified by the
+    exact Jaccard of shingle sets."""
+    return cfg.verify and cfg.similarity == "jaccard" and cfg.cluster == "greedy"
+
+
+def bound_rows(offsets, data, docs: np.ndarray, cfg: Config) -> np.ndarray:
+    """The bound rows (``len(docs) x BOUND_WORDS`` uint32) of documents
+    ``docs`` of the text buffers ``(offsets, data)``, on the host (a few
+    tenths of a microsecond a short document, whatever the backend)."""
+    docs = np.ascontiguousarray(docs, dtype=np.int64)
+    out = np.empty((docs.size, cpu_kernels.BOUND_WORDS), dtype=np.uint32)
+    cpu_kernels.set_bounds(np.asarray(offsets), np.asarray(data), docs,
+                           cfg.shingle == "word", int(cfg.ngram), out)
+    return out
+
+
+def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.ndarray:
+    """Rows of the per-block file ``name`` (``layout.SIGS``, ``layout.BOUNDS``)
+    of sorted, unique representative positions; each block's file is mapped
+    only while its rows are copied, and checked to have a row a
+    representative."""
+    bi = blocks.block_of(positions)
+    out = None
+    for b in unique(bi):
+        blk = blocks.blocks[int(b)]
+        arr = store.load_npy(layout.signature_file(blk["key"], name), mmap=True)
+        if arr.ndim != 2 or arr.shape[0] != blk["r1"] - blk["r0"]:
+            raise RuntimeError(f"{layout.signature_file(blk['key'], name)} holds "
+                               f"{arr.shape} rows, not one a representative of its block")
+        sel = bi == b
+        rows = np.array(arr[positions[sel] - blk["r0"]])
+        if out is None:
+            out = np.empty((positions.size, arr.shape[1]), dtype=arr.dtype)
+        out[sel] = rows
+        del arr
+    return out
+
+
+def upper_bounds(store, blocks: Blocks, packed: np.ndarray) -> np.ndarray:
+    """float64 upper bounds on the Jaccard of the packed pairs of
+    representative positions (at least their exact Jaccard)."""
+    ia, ib = unpack_edges(packed)
+    pos = unique(np.concatenate([ia, ib]))
+    rows = gather_rows(store, blocks, pos, layout.BOUNDS)
+    return cpu_kernels.jaccard_upper_bounds(rows, cpu_kernels.rows_in(pos, ia),
+                                            cpu_kernels.rows_in(pos, ib))
