@@ -79,6 +79,11 @@ def gib(n: float | None) -> str:
     return "–" if n is None else f"{n / 2 ** 30:.2f} GiB"
 
 
+def share(part, whole, fmt: str) -> str:
+    """``part / whole`` formatted, or a dash when either is unknown."""
+    return "–" if part is None or not whole else format(part / whole, fmt)
+
+
 def measured(cmd: list[str], kill_after: float | None = None) -> dict:
     """Run ``cmd``; its wall seconds, peak RSS (``wait4``), exit status and
     the report line it printed. ``kill_after``: SIGKILL it after that many
@@ -281,6 +286,8 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
                "driver_peak_rss": driver_peak(rep), "processes": rep["memory"].get("processes"),
                "work_bytes": work_bytes, "work_bytes_per_doc": work_bytes / n,
                "selection_ranges": rep["work"].get("selection_ranges"),
+               "comparisons": rep["selection"].get("comparisons"),
+               "bounded": rep["work"].get("selection_bounded"),
                "stage_seconds": rep["seconds"], "stage_peaks": rep["memory"]["peak_rss_bytes"],
                "chunks": rep["work"]["chunks"], "units": rep["work"]["units"],
                "removed": rep["documents"]["removed"]}
@@ -291,13 +298,16 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
               f"{row['selection_ranges']} selection range(s)", flush=True)
         shutil.rmtree(out, ignore_errors=True)
     lines = ["| documents | input | seconds | docs/s | peak RSS (tree) | driver's peak | "
-             "peak / budget | work directory bytes / doc | selection ranges |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "peak / budget | work directory bytes / doc | selection ranges | "
+             "comparisons / doc | settled by bounds |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row['documents']:,} | {row['bytes'] / 2 ** 30:.2f} GiB | "
                      f"{row['seconds']:.1f} | {row['docs_per_s']:,.0f} | {gib(row['peak_rss'])} | "
                      f"{gib(row['driver_peak_rss'])} | {row['peak_rss'] / row['budget']:.2f} | "
-                     f"{row['work_bytes_per_doc']:,.0f} | {row['selection_ranges'] or '–'} |")
+                     f"{row['work_bytes_per_doc']:,.0f} | {row['selection_ranges'] or '–'} | "
+                     f"{share(row['comparisons'], row['documents'], '.2f')} | "
+                     f"{share(row['bounded'], row['comparisons'], '.1%')} |")
     if len(rows) > 1:
         ratio = rows[-1]["seconds"] / rows[0]["seconds"]
         size_ratio = rows[-1]["documents"] / rows[0]["documents"]

@@ -65,11 +65,23 @@ def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.n
     return out
 
 
-def upper_bounds(store, blocks: Blocks, packed: np.ndarray) -> np.ndarray:
+def bound_table(store, blocks: Blocks, positions: np.ndarray) -> tuple:
+    """The bound rows of the sorted, unique representative ``positions``,
+    gathered once for every pair among them: ``(positions, rows)``."""
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    return positions, gather_rows(store, blocks, positions, layout.BOUNDS)
+
+
+def upper_bounds(store, blocks: Blocks, packed: np.ndarray, table=None) -> np.ndarray:
     """float64 upper bounds on the Jaccard of the packed pairs of
-    representative positions (at least their exact Jaccard)."""
+    representative positions (at least their exact Jaccard), from the rows
+    of ``table`` (:func:`bound_table`) when it holds both of a pair's,
+    else from rows gathered for these pairs."""
     ia, ib = unpack_edges(packed)
-    pos = unique(np.concatenate([ia, ib]))
-    rows = gather_rows(store, blocks, pos, layout.BOUNDS)
-    return cpu_kernels.jaccard_upper_bounds(rows, cpu_kernels.rows_in(pos, ia),
-                                            cpu_kernels.rows_in(pos, ib))
+    if table is not None:
+        ra, rb = cpu_kernels.rows_in(table[0], ia), cpu_kernels.rows_in(table[0], ib)
+        if (ra >= 0).all() and (rb >= 0).all():
+            return cpu_kernels.jaccard_upper_bounds(table[1], ra, rb)
+    table = bound_table(store, blocks, unique(np.concatenate([ia, ib])))
+    return cpu_kernels.jaccard_upper_bounds(table[1], cpu_kernels.rows_in(table[0], ia),
+                                            cpu_kernels.rows_in(table[0], ib))

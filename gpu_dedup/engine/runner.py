@@ -313,14 +313,14 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         return [edges[s:e] for s, e in batch_cuts(key, size)], order
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0,
-                share=None):
+                share=None, bounds=None):
         """``score(packed) -> float64``: the similarity of packed pairs of
         representative positions, in batches through the executor; on a disk
         store each batch is saved as it completes, and a rerun reuses it.
         Scores below ``floor`` need not be exact (only whether they reach it
         matters to the caller): with a floor, the pairs whose bound rows
-        (:mod:`~gpu_dedup.engine.bounds`) put them below it are settled
-        there. ``share(positions)``, when given, is asked once, at the first
+        (:mod:`~gpu_dedup.engine.bounds`; ``bounds``, a table of them
+        gathered once, when given) put them below it are settled there. ``share(positions)``, when given, is asked once, at the first
         pairs to score exactly, for the shared sets of (some of) their
         representatives' ``positions`` (sorted). ``score.release()`` lets go
         of ``inputs`` (the shared sets may be large); ``score.calls[0]``:
@@ -336,7 +336,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             if bounded and packed.size:
                 # the pairs whose bound rows put them below the floor are
                 # settled with their bound; the others are scored exactly
-                out = upper_bounds(st, held[0].blocks, packed)
+                out = upper_bounds(st, held[0].blocks, packed, bounds)
                 open_ = out >= floor
                 self.bounded[stage] = (self.bounded.get(stage, 0)
                                        + int(packed.size - np.count_nonzero(open_)))

@@ -20,6 +20,7 @@ from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
 from ..stages.select_ranges import RangeSelector, heads_of, rank_bounds, select_range
 from . import bucket_tasks, layout
+from .bounds import bound_table, uses_bounds
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes one bucket entry takes while its range is decided (its membership
@@ -128,8 +129,10 @@ class SelectStage:
 
             def scorer(ranks, k=k, held=held):
                 own = self._own_positions(ranks, int(bounds[k]), pos_of_rank)
+                table = (bound_table(st, blocks, self._positions(ranks, pos_of_rank))
+                         if floor and uses_bounds(cfg) else None)
                 score = self._scorer(layout.range_batches(k), "select",
-                                     ScoreInputs(docs, blocks), floor,
+                                     ScoreInputs(docs, blocks), floor, bounds=table,
                                      share=lambda pos, own=own: self._shared_sets(
                                          np.intersect1d(pos, own, assume_unique=True)))
                 held.append(score)
