@@ -70,7 +70,8 @@ if __name__ == "__main__":
     r = run(a["inputs"], a["output"], Config(), memory_limit=a["budget"],
                    work_dir=a.get("work"), overwrite=True, scheduler=a.get("scheduler", "none"),
                    workers=a.get("workers"), keep_work_dir=a.get("keep", False))
-    keep = ("documents", "edges", "clusters", "seconds", "memory", "work", "scheduler")
+    keep = ("documents", "edges", "clusters", "seconds", "memory", "work", "scheduler",
+            "selection")
     print("REPORT " + json.dumps({k: r[k] for k in keep}))
 """
 
