@@ -320,8 +320,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         Scores below ``floor`` need not be exact (only whether they reach it
         matters to the caller): with a floor, the pairs whose bound rows
         (:mod:`~gpu_dedup.engine.bounds`; ``bounds``, a table of them
-        gathered once, when given) put them below it are settled there. ``share(positions)``, when given, is asked once, at the first
-        pairs to score exactly, for the shared sets of (some of) their
+        gathered once, when given) put them below it are settled there.
+        ``share(positions)``, when given, is asked once, at the first pairs
+        to score exactly, for the shared sets of (some of) their
         representatives' ``positions`` (sorted). ``score.release()`` lets go
         of ``inputs`` (the shared sets may be large); ``score.calls[0]``:
         its calls."""
