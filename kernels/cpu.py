@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit, prange
 
 from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
-from .primitives import (BOUND_MAP_WORDS, BOUND_WORDS, agreement, band_key, bound_row,
+from .primitives import (BOUND_WORDS, agreement, band_key, bound_row, bound_scratch,
                          doc_shingle_hashes, fold_minima, jaccard_of_runs, jaccard_upper,
                          sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
@@ -149,12 +149,12 @@ def set_bounds(offsets, data, docs, word_mode, n, out):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
-        bitmap = np.empty(BOUND_MAP_WORDS, np.uint64)
+        slots, used = bound_scratch(hashes.shape[0])
         for t in range(lo, hi):
             i = docs[t]
             cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
                                      pos_a, pos_b, scratch, hashes)
-            bound_row(hashes, cnt, bitmap, out[t])
+            bound_row(hashes, cnt, slots, used, out[t])
 
 
 @njit(parallel=True, cache=True)

@@ -276,51 +276,62 @@ def agreement(sig, x, y):
 # -- bounds on Jaccard ------------------------------------------------------------
 #
 # A document's *bound row* answers "can these two documents reach Jaccard t?"
-# without their shingle sets: its shingle hashes counted by their top bits
-# into BOUND_BINS bins (one byte each, 255 meaning 255 or more, packed four to
-# a uint32 word), then a lower bound on its number of distinct shingles (the
-# bits set in a 4,096-bit map of the hashes' low bits: two distinct hashes
-# may share a bit, never one hash two bits). Two sets meet only inside a bin,
-# so their intersection is at most the sum over bins of the smaller count,
-# and their Jaccard at most that sum over the distinct bounds' total less it.
+# without their shingle sets: its distinct shingle hashes counted by their top
+# bits into BOUND_BINS bins (one byte each, 255 meaning 255 or more, packed
+# four to a uint32 word), then its number of distinct shingles. Two sets meet
+# only inside a bin, so their intersection is at most the sum over bins of
+# the smaller count, and their Jaccard at most that sum over the sizes'
+# total less it.
 
-#: Bins of a bound row; words of a row (the counts, then the distinct bound).
-BOUND_BINS = 32
+#: Bins of a bound row; words of a row (the counts, then the distinct count).
+BOUND_BINS = 64
 BOUND_WORDS = BOUND_BINS // 4 + 1
-#: uint64 words of the map behind the distinct bound.
-BOUND_MAP_WORDS = 64
-_BIN_SHIFT = U64(64 - 5)            # log2(BOUND_BINS) top bits
+_BIN_SHIFT = U64(64 - 6)            # log2(BOUND_BINS) top bits
+
+
+@njit(cache=True)
+def bound_scratch(cap):
+    """Work buffers of :func:`bound_row` for up to ``cap`` shingles: the
+    slots of a hash table of at least twice as many, and their flags."""
+    size = 2
+    while size < 2 * cap:
+        size *= 2
+    return np.empty(size, np.uint64), np.empty(size, np.uint8)
 
 
 @njit(cache=True, inline="always")
-def popcount64(x):
-    """Set bits of a uint64."""
-    x = x - ((x >> U64(1)) & U64(0x5555555555555555))
-    x = (x & U64(0x3333333333333333)) + ((x >> U64(2)) & U64(0x3333333333333333))
-    x = (x + (x >> U64(4))) & U64(0x0F0F0F0F0F0F0F0F)
-    return (x * U64(0x0101010101010101)) >> U64(56)
-
-
-@njit(cache=True, inline="always")
-def bound_row(hashes, cnt, bitmap, row):
+def bound_row(hashes, cnt, slots, used, row):
     """The bound row (``BOUND_WORDS`` uint32, see above) of the ``cnt``
-    shingle hashes ``hashes[:cnt]`` (not de-duplicated); ``bitmap`` is a
-    work buffer of ``BOUND_MAP_WORDS`` uint64."""
+    shingle hashes ``hashes[:cnt]`` (not de-duplicated: a hash table of
+    ``slots`` and ``used``, from :func:`bound_scratch`, finds the distinct
+    ones)."""
+    size = 2
+    while size < 2 * cnt:
+        size *= 2
+    mask = U64(size - 1)
+    for i in range(size):
+        used[i] = 0
     for w in range(BOUND_WORDS):
         row[w] = 0
-    for w in range(BOUND_MAP_WORDS):
-        bitmap[w] = U64(0)
+    distinct = 0
     for j in range(cnt):
         h = U64(hashes[j])
-        b = np.int64(h >> _BIN_SHIFT)
-        w = b >> 2
-        sh = np.uint32((b & 3) * 8)
-        if ((row[w] >> sh) & np.uint32(255)) < np.uint32(255):
-            row[w] += np.uint32(1) << sh
-        bitmap[np.int64((h >> U64(6)) & U64(BOUND_MAP_WORDS - 1))] |= U64(1) << (h & U64(63))
-    distinct = U64(0)
-    for w in range(BOUND_MAP_WORDS):
-        distinct += popcount64(bitmap[w])
+        i = np.int64(h & mask)
+        new = True
+        while used[i]:
+            if slots[i] == h:
+                new = False
+                break
+            i = np.int64((U64(i) + U64(1)) & mask)
+        if new:
+            used[i] = 1
+            slots[i] = h
+            distinct += 1
+            b = np.int64(h >> _BIN_SHIFT)
+            w = b >> 2
+            sh = np.uint32((b & 3) * 8)
+            if ((row[w] >> sh) & np.uint32(255)) < np.uint32(255):
+                row[w] += np.uint32(1) << sh
     row[BOUND_WORDS - 1] = np.uint32(distinct)
 
 

@@ -6,8 +6,8 @@ Most pairs that share a bucket by chance (documents with the same footer,
 the same template) are far below the threshold, yet scoring one exactly
 means reading both texts and building both shingle sets. Each
 representative's *bound row* (:func:`kernels.primitives.bound_row`: its
-shingles counted into 32 bins, and a lower bound on how many are distinct),
-36 bytes made beside its signature, gives an upper bound on the pair's
+distinct shingles counted into 64 bins, and their number), 68 bytes made
+beside its signature, gives an upper bound on the pair's
 Jaccard; a pair whose bound is below the threshold is settled there, with
 that bound as its score (greedy selection reads only whether a score
 reaches the threshold, and every score at or above it is exact). Which
@@ -34,8 +34,8 @@ def uses_bounds(cfg: Config) -> bool:
 
 def bound_rows(offsets, data, docs: np.ndarray, cfg: Config) -> np.ndarray:
     """The bound rows (``len(docs) x BOUND_WORDS`` uint32) of documents
-    ``docs`` of the text buffers ``(offsets, data)``, on the host (a few
-    tenths of a microsecond a short document, whatever the backend)."""
+    ``docs`` of the text buffers ``(offsets, data)``, on the host (about
+    half a microsecond a short document, whatever the backend)."""
     docs = np.ascontiguousarray(docs, dtype=np.int64)
     out = np.empty((docs.size, cpu_kernels.BOUND_WORDS), dtype=np.uint32)
     cpu_kernels.set_bounds(np.asarray(offsets), np.asarray(data), docs,

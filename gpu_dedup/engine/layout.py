@@ -35,6 +35,7 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   select (band keys, signature scores)
       r{r0}.keys.npy              band keys of a block of representatives
       r{r0}.sig.npy               their MinHash signatures (when scored by them)
+      r{r0}.bounds.npy            their bound rows (greedy selection, exact Jaccard)
       r{r0}.done
     buckets/                      written by buckets; read by select
       p{parts}g{g}/u{index}.off.npy, .members.npy   a unit's buckets (greedy)
