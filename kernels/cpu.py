@@ -160,14 +160,18 @@ def set_bounds(offsets, data, docs, word_mode, n, out):
 @njit(parallel=True, cache=True)
 def jaccard_upper_bounds(rows, ia, ib):
     """:func:`kernels.primitives.jaccard_upper` of rows ``ia[e]`` and
-    ``ib[e]`` of the bound rows ``rows``: float64, at least each pair's
-    exact Jaccard."""
+    ``ib[e]`` of the bound rows ``rows`` (``n x BOUND_WORDS`` uint32):
+    float64, at least each pair's exact Jaccard."""
     E = ia.shape[0]
     out = np.empty(E, np.float64)
     if rows.shape[1] != BOUND_WORDS:
         raise ValueError("bound rows of the wrong width")
+    counts = rows.view(np.uint8)
     for e in prange(E):
-        out[e] = jaccard_upper(rows[ia[e]], rows[ib[e]])
+        a = ia[e]
+        b = ib[e]
+        out[e] = jaccard_upper(counts[a], counts[b], rows[a, BOUND_WORDS - 1],
+                               rows[b, BOUND_WORDS - 1])
     return out
 
 

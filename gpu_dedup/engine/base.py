@@ -63,8 +63,6 @@ class RunnerBase:
         self.timer = StageTimer()
         self.reused: dict[str, int] = {}
         self.units: dict[str, int] = {}
-        #: per stage, the pairs its scoring settled by their bound rows
-        self.bounded: dict[str, int] = {}
         self.docs: Documents | None = None
 
     # -- what the read stage found ------------------------------------------

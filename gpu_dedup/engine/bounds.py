@@ -21,7 +21,6 @@ import numpy as np
 from ..arrays import unique
 from ..config import Config
 from ..kernels import cpu as cpu_kernels
-from ..stages.lsh import unpack_edges
 from . import layout
 from .records import Blocks
 
@@ -65,23 +64,13 @@ def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.n
     return out
 
 
-def bound_table(store, blocks: Blocks, positions: np.ndarray) -> tuple:
-    """The bound rows of the sorted, unique representative ``positions``,
-    gathered once for every pair among them: ``(positions, rows)``."""
-    positions = np.ascontiguousarray(positions, dtype=np.int64)
-    return positions, gather_rows(store, blocks, positions, layout.BOUNDS)
-
-
-def upper_bounds(store, blocks: Blocks, packed: np.ndarray, table=None) -> np.ndarray:
-    """float64 upper bounds on the Jaccard of the packed pairs of
-    representative positions (at least their exact Jaccard), from the rows
-    of ``table`` (:func:`bound_table`) when it holds both of a pair's,
-    else from rows gathered for these pairs."""
-    ia, ib = unpack_edges(packed)
-    if table is not None:
-        ra, rb = cpu_kernels.rows_in(table[0], ia), cpu_kernels.rows_in(table[0], ib)
-        if (ra >= 0).all() and (rb >= 0).all():
-            return cpu_kernels.jaccard_upper_bounds(table[1], ra, rb)
-    table = bound_table(store, blocks, unique(np.concatenate([ia, ib])))
-    return cpu_kernels.jaccard_upper_bounds(table[1], cpu_kernels.rows_in(table[0], ia),
-                                            cpu_kernels.rows_in(table[0], ib))
+def bound_rows_of(store, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
+    """The bound rows of the representatives at ``positions`` (unique, in
+    any order), row ``i`` that of ``positions[i]``: a range gathers those
+    of every document it reads once."""
+    positions = np.asarray(positions, dtype=np.int64)
+    order = np.argsort(positions, kind="stable")
+    rows = gather_rows(store, blocks, positions[order], layout.BOUNDS)
+    out = np.empty_like(rows)
+    out[order] = rows
+    return out

@@ -45,7 +45,6 @@ from ..stages.lsh import unpack_edges, verified_edges
 from . import layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
-from .bounds import upper_bounds, uses_bounds
 from .outputs import RunOutputs
 from .records import Blocks, Documents, ScoreInputs
 from .select_stage import SET_BYTES_PER_TEXT_BYTE, SelectStage
@@ -313,41 +312,24 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         return [edges[s:e] for s, e in batch_cuts(key, size)], order
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0,
-                share=None, bounds=None):
+                share=None):
         """``score(packed) -> float64``: the similarity of packed pairs of
         representative positions, in batches through the executor; on a disk
         store each batch is saved as it completes, and a rerun reuses it.
         Scores below ``floor`` need not be exact (only whether they reach it
-        matters to the caller): with a floor, the pairs whose bound rows
-        (:mod:`~gpu_dedup.engine.bounds`; ``bounds``, a table of them
-        gathered once, when given) put them below it are settled there.
-        ``share(positions)``, when given, is asked once, at the first pairs
-        to score exactly, for the shared sets of (some of) their
-        representatives' ``positions`` (sorted). ``score.release()`` lets go
+        matters to the caller). ``share(positions)``, when given, is asked
+        once, at the first pairs to score, for the shared sets of (some of)
+        their representatives' ``positions`` (sorted). ``score.release()`` lets go
         of ``inputs`` (the shared sets may be large); ``score.calls[0]``:
         its calls."""
         st = self.store
         calls = [0]
         held = [inputs]
-        bounded = bool(floor) and uses_bounds(self.cfg)
         asked: list = []
 
         def score(packed):
             calls[0] += 1
-            if bounded and packed.size:
-                # the pairs whose bound rows put them below the floor are
-                # settled with their bound; the others are scored exactly
-                out = upper_bounds(st, held[0].blocks, packed, bounds)
-                open_ = out >= floor
-                self.bounded[stage] = (self.bounded.get(stage, 0)
-                                       + int(packed.size - np.count_nonzero(open_)))
-                if not open_.all():
-                    if open_.any():
-                        out[open_] = exact(packed[open_], calls[0])
-                    return out
-            return exact(packed, calls[0])
-
-        def exact(packed, c):
+            c = calls[0]
             if share is not None and held[0].sets is None and not asked:
                 asked.append(True)
                 ia, ib = unpack_edges(packed)

@@ -20,7 +20,7 @@ from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
 from ..stages.select_ranges import RangeSelector, heads_of, rank_bounds, select_range
 from . import bucket_tasks, layout
-from .bounds import bound_table, uses_bounds
+from .bounds import bound_rows_of, uses_bounds
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes one bucket entry takes while its range is decided (its membership
@@ -129,21 +129,22 @@ class SelectStage:
 
             def scorer(ranks, k=k, held=held):
                 own = self._own_positions(ranks, int(bounds[k]), pos_of_rank)
-                table = (bound_table(st, blocks, self._positions(ranks, pos_of_rank))
-                         if floor and uses_bounds(cfg) else None)
                 score = self._scorer(layout.range_batches(k), "select",
-                                     ScoreInputs(docs, blocks), floor, bounds=table,
+                                     ScoreInputs(docs, blocks), floor,
                                      share=lambda pos, own=own: self._shared_sets(
                                          np.intersect1d(pos, own, assume_unique=True)))
                 held.append(score)
 
-                if pos_of_rank is None:      # ranks are positions
-                    return score
-
                 def score_ranks(packed):
+                    if pos_of_rank is None:      # ranks are positions
+                        return score(packed)
                     u, v = unpack_edges(packed)
                     u, v = pos_of_rank[u], pos_of_rank[v]
                     return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
+                if floor and uses_bounds(cfg):
+                    # the bound rows of every document the range reads, by rank
+                    where = ranks if pos_of_rank is None else pos_of_rank[ranks]
+                    score_ranks.bounds = (bound_rows_of(st, blocks, where), floor)
                 return score_ranks
 
             res = select_range(selector, int(bounds[k]), entries, heads, scorer,
@@ -243,5 +244,5 @@ class SelectStage:
                 "units": max(1, calls), "selection": where or "host",
                 "selection_rounds": sum(int(r.rounds) for r in done),
                 "selection_scored": sum(int(r.scored) for r in done),
-                "selection_bounded": self.bounded.get("select", 0),
+                "selection_bounded": sum(int(r.bounded) for r in done),
                 "ranges": bounds.size - 1}

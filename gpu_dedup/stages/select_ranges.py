@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..arrays import concat_csr, unique
-from ..kernels.cpu import rows_in
+from ..kernels.cpu import jaccard_upper_bounds, rows_in
 from .lsh import distinct_buckets, pack_edges, take_buckets, unpack_edges
 from .select import WINDOW, Selection, greedy_select
 
@@ -108,6 +108,7 @@ class RangeResult:
     rounds: int
     scored: int
     where: str
+    bounded: int = 0            # pairs settled by their bound rows
 
 
 @dataclass
@@ -222,19 +223,34 @@ def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, s
     arguments) over its cut-down buckets. ``scorer(ranks)`` gives the
     function that scores packed pairs of global ranks, for pairs among the
     sorted global ``ranks`` the range reads (a store may load what they
-    need first)."""
+    need first). When that function has ``bounds = (rows, floor)``, the
+    bound rows of ``ranks`` (:mod:`gpu_dedup.engine.bounds`) and the score
+    that matters, the pairs whose bound is below ``floor`` are settled with
+    their bound (a value below ``floor``, never reaching the threshold) and
+    only the others are scored."""
     local = selector.problem(r0, entries, heads)
     ranks = local.ranks
     score_fn = scorer(ranks)
+    rows, floor = getattr(score_fn, "bounds", (None, 0.0))
+    settled = [0]
 
     def score_local(packed):
         u, v = unpack_edges(packed)
-        return score_fn(pack_edges(ranks[u], ranks[v]))
+        if rows is None:
+            return score_fn(pack_edges(ranks[u], ranks[v]))
+        out = jaccard_upper_bounds(rows, u, v)
+        open_ = np.flatnonzero(out >= floor)
+        settled[0] += int(packed.size - open_.size)
+        if open_.size:
+            out[open_] = score_fn(pack_edges(ranks[u[open_]], ranks[v[open_]]))
+        return out
 
     sel = select(local.off, local.members, int(ranks.size), score_local, threshold,
                  selector.limit, accept_all=accept_all, fixed=local.fixed,
                  fixed_kept=local.fixed_kept, kept_before=local.kept_before)
-    return selector.decide(local, sel)
+    result = selector.decide(local, sel)
+    result.bounded = settled[0]
+    return result
 
 
 def merge(results, n: int, selector: RangeSelector) -> Selection:
