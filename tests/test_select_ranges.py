@@ -8,7 +8,7 @@ import pytest
 
 from gpu_dedup.stages.select import greedy_rounds, greedy_select, unpack
 from test_greedy import _flat, _random_case, _same_selection
-from gpu_dedup.stages.select_ranges import (RangeSelector, by_group, group_entries, heads_of,
+from gpu_dedup.stages.select_ranges import (RangeState, by_group, group_entries, heads_of,
                                             rank_bounds, select_in_ranges)
 
 
@@ -105,6 +105,11 @@ def test_a_range_reads_only_its_own_entries():
             assert k >= g
             assert ((e[1] >= bounds[k]) & (e[1] < bounds[k + 1])).all()
             np.testing.assert_array_equal(m[o[e[0]] + e[2]], e[1])
+            # the next range: the first later range with a member of the bucket
+            for b, nxt in zip(e[0], e[3]):
+                later = np.searchsorted(bounds, m[o[b]:o[b + 1]], side="right") - 1
+                later = later[later > k]
+                assert nxt == (later.min() if later.size else -1)
             seen += e.shape[1]
     assert seen == mem.size
 
@@ -122,9 +127,39 @@ def test_bounds_cover_every_rank():
         assert b[0] == 0 and b[-1] == n and (np.diff(b) >= 0).all()
 
 
-def test_the_state_is_per_bucket_and_per_rank():
-    sel = RangeSelector(np.array([3, 40]), 50, limit=4)
-    assert sel.klist.size == 3 + 4 and sel.kept.all() and sel.kcount.tolist() == [0, 0]
+def test_the_state_is_passed_on_and_dropped():
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n, off, mem, sim = _case(rng, n_max=300, buckets_max=80)
+
+        def score(p):
+            u, v = unpack(p)
+            return sim[u, v]
+        whole = _whole(off, mem, n, score, 0.5, 3, 0, False)
+        bounds = rank_bounds(n, 7)
+        state = RangeState(bounds, 3)
+        got = select_in_ranges(off, mem, n, score, 0.5, limit=3, ranges=7, state=state)
+        _equal(got, whole)
+        # every message was read and dropped; the removed ranks are what is left
+        assert not state.inbox
+        assert all(k.startswith("removed/") for k in state._items)
+
+
+def test_messages_merge_by_bucket_and_are_checked():
+    st = RangeState(rank_bounds(100, 4), 2)
+    st.send(0, 2, np.array([5, 9]), np.array([3, 1]), np.array([0, 2, 3]),
+            np.array([10, 11, 12]))
+    st.send(1, 2, np.array([7]), np.array([2]), np.array([0, 2]), np.array([30, 31]))
+    b, c, kl = st.receive(2)
+    assert b.tolist() == [5, 7, 9] and c.tolist() == [3, 2, 1]
+    assert kl.tolist() == [10, 11, 30, 31, 12]
+    assert not st.inbox and not st._items
+    st.send(0, 3, np.array([1]), np.array([2]), np.array([0, 1]), np.array([4]))
+    with pytest.raises(RuntimeError, match="range 3: the state passed on by range 0"):
+        st.receive(3)
+    st.record(0, np.array([3, 8, 20]))
+    assert st.kept(np.array([2, 3, 8, 9, 24, 30])).tolist() == [True, False, False, True,
+                                                                 True, True]
 
 
 # -- in the engine ---------------------------------------------------------------

@@ -158,8 +158,27 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     paths, ref, ref_report = corpus
     # the few pairs their bound rows leave to score exactly, in batches of 16
     monkeypatch.setattr(runner_module, "MIN_SCORE_BATCH", 16)
+    # the state ranges pass on: each message a file, deleted once read
+    from gpu_dedup.engine import select_stage, store as store_module
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 20)     # several ranges
+    sent, dropped = [], []
+    real_save, real_discard = store_module.DiskStore.save_npy, store_module.DiskStore.discard
+
+    def save(self, rel, arr):
+        if "/carry/" in rel:
+            sent.append(rel)
+        return real_save(self, rel, arr)
+
+    def discard(self, rel):
+        assert os.path.exists(os.path.join(self.root, rel))
+        dropped.append(rel)
+        return real_discard(self, rel)
+    monkeypatch.setattr(store_module.DiskStore, "save_npy", save)
+    monkeypatch.setattr(store_module.DiskStore, "discard", discard)
     report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="64KiB")
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
+    assert report["work"]["selection_ranges"] > 1
+    assert sent and sorted(sent) == sorted(dropped)
     w = report["work"]
     # every file split into several chunks (ranges, stream pieces, row groups),
     # several exact partitions, blocks, band units and verification batches

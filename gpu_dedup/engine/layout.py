@@ -293,6 +293,12 @@ def range_result(k: int, name: str) -> str:
     return f"{SELECT}/ranges/k{k:05d}/{name}.npy"
 
 
+def range_carry(dest: int, src: int) -> str:
+    """The state of buckets range ``src`` passes on to range ``dest``
+    (:class:`~gpu_dedup.stages.select_ranges.RangeState`); deleted once read."""
+    return f"{SELECT}/carry/k{dest:05d}/from{src:05d}.npy"
+
+
 def range_batches(k: int) -> str:
     """Where the select stage keeps the batches of scores of range ``k``."""
     return f"{SELECT_BATCHES}/k{k:05d}"

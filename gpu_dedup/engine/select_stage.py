@@ -18,7 +18,8 @@ from ..arrays import concat_csr
 from ..memory import process_rss, release_memory
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
-from ..stages.select_ranges import RangeSelector, heads_of, rank_bounds, select_range
+from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bounds,
+                                    select_range)
 from . import bucket_tasks, layout
 from .bounds import bound_rows_of, uses_bounds
 from .records import Blocks, Documents, ScoreInputs
@@ -91,13 +92,11 @@ class SelectStage:
         del best
         groups = meta["groups"]
         bounds = np.asarray(meta["bounds"], dtype=np.int64)
-        sizes = [np.diff(st.load_npy(layout.file(g["name"], layout.OFF))) for g in groups]
         base = np.zeros(len(groups) + 1, dtype=np.int64)
-        np.cumsum([s.size for s in sizes], out=base[1:])
+        np.cumsum([int(g["buckets"]) for g in groups], out=base[1:])
         fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
-        selector = RangeSelector(np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
-                                 self.R, int(cfg.bucket_limit), fixed)
-        del sizes
+        selector = RangeSelector(self.R, int(cfg.bucket_limit), fixed,
+                                 StoreRangeState(st, bounds, int(cfg.bucket_limit)))
         width = WINDOW * int(cfg.bucket_limit)
 
         def heads(buckets):
@@ -147,11 +146,12 @@ class SelectStage:
                     score_ranks.bounds = (bound_rows_of(st, blocks, where), floor)
                 return score_ranks
 
-            res = select_range(selector, int(bounds[k]), entries, heads, scorer,
+            res = select_range(selector, k, int(bounds[k]), entries, heads, scorer,
                                float(cfg.threshold), accept_all=not cfg.verify,
                                select=self.be.select)
             for name in layout.RANGE_ARRAYS:       # kept in the store, not here
-                st.save_npy(layout.range_result(k, name), getattr(res, name))
+                if name != "removed":               # saved by the state already
+                    st.save_npy(layout.range_result(k, name), getattr(res, name))
             results.append(dataclasses.replace(res, **{n: None for n in layout.RANGE_ARRAYS}))
             del res
             for score in held:
@@ -159,8 +159,8 @@ class SelectStage:
                 score.release()
             del entries, held
             release_memory(collect=False)   # the range's arrays, back to the system
-        return self._save_selection(dict(zip(ranges_run, results)), bounds, selector.kept,
-                                    pos_of_rank, calls)
+        return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
+                                    calls)
 
     def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank) -> np.ndarray:
         """The positions (sorted) of the range's own documents among the
@@ -180,14 +180,14 @@ class SelectStage:
         """The representatives' positions of sorted ``ranks``, sorted."""
         return ranks if pos_of_rank is None else np.sort(pos_of_rank[ranks])
 
-    def _save_selection(self, results: dict, bounds: np.ndarray, kept: np.ndarray,
-                        pos_of_rank, calls: int) -> dict:
+    def _save_selection(self, results: dict, bounds: np.ndarray, pos_of_rank,
+                        calls: int) -> dict:
         """What the ranges decided (``results``: each range's counts, its
         arrays in the store), saved by representative position: each
         representative's duplicate and similarity written range after range
         (for ``keep="first"``, ranks are positions), never an array over
-        every representative but the kept flags; for ``keep="longest"``
-        ranks are turned into positions over the whole arrays."""
+        every representative; for ``keep="longest"`` ranks are turned into
+        positions over the whole arrays."""
         st = self.store
 
         def dense(name, fill, dtype):
@@ -198,7 +198,8 @@ class SelectStage:
                     removed = st.load_npy(layout.range_result(k, "removed")) - r0
                     if removed.size and (removed[0] < 0 or removed[-1] >= r1 - r0):
                         raise RuntimeError(f"range {k} decided ranks outside {r0}..{r1 - 1}")
-                    piece[removed] = st.load_npy(layout.range_result(k, name))
+                    piece[removed] = (False if name == "kept"
+                                      else st.load_npy(layout.range_result(k, name)))
                 yield piece
 
         def pieces(name):
@@ -210,8 +211,10 @@ class SelectStage:
                                np.int64, self.R)
             st.save_npy_pieces(layout.selected("rep_sim"), dense("similarity", np.nan,
                                                                  np.float64), np.float64, self.R)
-            st.save_npy(layout.selected("rep_kept"), kept)
+            st.save_npy_pieces(layout.selected("rep_kept"), dense("kept", True, bool), bool,
+                               self.R)
         else:
+            kept = np.concatenate(list(dense("kept", True, bool)))
             dup = np.concatenate(list(dense("duplicate_of", -1, np.int64)))
             sim = np.concatenate(list(dense("similarity", np.nan, np.float64)))
             kept_p = np.empty_like(kept)
@@ -224,7 +227,7 @@ class SelectStage:
             st.save_npy(layout.selected("rep_kept"), kept_p)
             st.save_npy(layout.selected("rep_dup"), dup_p)
             st.save_npy(layout.selected("rep_sim"), sim_p)
-            del kept_p, dup_p, sim_p
+            del kept, kept_p, dup_p, sim_p
             u, v = unpack_edges(pairs)
             u, v = pos_of_rank[u], pos_of_rank[v]
             pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
@@ -246,3 +249,28 @@ class SelectStage:
                 "selection_scored": sum(int(r.scored) for r in done),
                 "selection_bounded": sum(int(r.bounded) for r in done),
                 "ranges": bounds.size - 1}
+
+
+class StoreRangeState(RangeState):
+    """The state ranges pass on, kept in the run's store: each message a
+    file, deleted once read; the removed ranks of a range are its result's."""
+
+    def __init__(self, store, bounds: np.ndarray, limit: int):
+        super().__init__(bounds, limit)
+        self.store = store
+
+    @staticmethod
+    def _path(key: str) -> str:
+        kind, *ids = key.split("/")
+        if kind == "removed":
+            return layout.range_result(int(ids[0]), "removed")
+        return layout.range_carry(int(ids[0]), int(ids[1]))
+
+    def put(self, key: str, arr: np.ndarray) -> None:
+        self.store.save_npy(self._path(key), arr)
+
+    def get(self, key: str) -> np.ndarray:
+        return self.store.load_npy(self._path(key), mmap=key.startswith("removed/"))
+
+    def drop(self, key: str) -> None:
+        self.store.discard(self._path(key))

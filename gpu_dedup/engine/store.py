@@ -61,7 +61,7 @@ from .layout import LOCK, MARKER
 log = logging.getLogger("gpu_dedup")
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 10
+FORMAT_VERSION = 11
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"
@@ -147,6 +147,11 @@ class MemoryStore:
 
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
         return self._items[rel]
+
+    def discard(self, rel: str) -> None:
+        """Forget ``rel``, a file this run wrote and no longer needs."""
+        with self._lock:
+            self._items.pop(rel, None)
 
     def save_arrow(self, rel: str, columns: dict) -> None:
         with self._lock:
@@ -406,6 +411,18 @@ class DiskStore:
         path = self.path(rel)
         self._record(rel, _write_atomically(path, write), path)
 
+    def discard(self, rel: str) -> None:
+        """Delete ``rel``, a file this run wrote and no longer needs (never
+        one it did not write)."""
+        with self._sums_lock:
+            written = self._expect.pop(rel, None) is not None
+            self._seen.pop(rel, None)
+        if written:
+            try:
+                os.remove(os.path.join(self.root, rel))
+            except FileNotFoundError:
+                pass
+
     def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
         """``rel``: the stored 1-d arrays ``parts`` end to end, written a part
         at a time (never all in memory)."""
@@ -539,6 +556,12 @@ class RemoteStore(DiskStore):
                 os.makedirs(os.path.dirname(local), exist_ok=True)
                 write_atomic(local, lambda tmp: fs.download(url, tmp))
         return local
+
+    def discard(self, rel: str) -> None:
+        """Delete the cached ``rel`` before it is ever uploaded."""
+        with self._plock:
+            self._pending.discard(rel)
+        super().discard(rel)
 
     def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
         from ..io import fs

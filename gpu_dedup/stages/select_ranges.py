@@ -10,10 +10,14 @@ the first ``limit`` kept ones. So the ranks can be cut into ranges
   group's buckets are made distinct on their own (two buckets with the same
   members have the same first member), and their entries are split by the
   range of each member (:func:`group_entries`): range ``k`` reads the
-  entries of groups ``0 .. k`` that fall in it, and nothing else;
-* the state carried from range to range (:class:`RangeSelector`) is, per
-  bucket, how many of its members were kept and the first ``limit`` of
-  them, and, per rank, whether it was kept;
+  entries of groups ``0 .. k`` that fall in it, and nothing else; each
+  entry names the next range in which its bucket has a member;
+* the state a bucket carries from range to range is how many of its
+  members were kept and the first ``limit`` of them. A range that touches
+  a bucket passes that state on to the next range that does
+  (:class:`RangeState`), so a range reads the state of its own buckets
+  only, and no step holds the state of every bucket; whether an earlier
+  rank was kept is read from the removed ranks of its range;
 * range ``k`` is one call of the rule (:func:`greedy_select`, or a
   backend's ``select``) over its touched buckets, each cut down to the
   members that matter: the window members and first kept members before
@@ -27,7 +31,7 @@ tests against :func:`~gpu_dedup.stages.select.greedy_select`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -68,20 +72,38 @@ def by_group(off: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> dict:
 
 def group_entries(off: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> dict:
     """The entries of a group's buckets by the range of their member:
-    ``{range: int64 array (3, n)}`` of (bucket, rank, place in the bucket),
-    in bucket order, then place."""
+    ``{range: int64 array (4, n)}`` of (bucket, rank, place in the bucket,
+    next range), in bucket order, then place. The next range of an entry is
+    the first later range in which its bucket has a member (-1: none): the
+    range its bucket's state is passed on to."""
     sizes = np.diff(off)
     bucket = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
     place = np.arange(members.size, dtype=np.int64) - np.repeat(off[:-1], sizes)
     r = range_of(bounds, members)
+    nxt = _next_range(bucket, r)
     order = np.argsort(r, kind="stable")
     rs = r[order]
     cut = np.flatnonzero(np.diff(rs)) + 1
     out = {}
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [rs.size]])):
         sel = order[s:e]
-        out[int(rs[s])] = np.stack([bucket[sel], members[sel], place[sel]])
+        out[int(rs[s])] = np.stack([bucket[sel], members[sel], place[sel], nxt[sel]])
     return out
+
+
+def _next_range(bucket: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """For entries in bucket order then place (so their ranges ``r`` ascend
+    inside a bucket), the next larger range of each one's bucket; -1 where
+    there is none."""
+    if not bucket.size:
+        return np.zeros(0, np.int64)
+    new = np.ones(bucket.size, dtype=bool)
+    new[1:] = (bucket[1:] != bucket[:-1]) | (r[1:] != r[:-1])
+    starts = np.flatnonzero(new)
+    seg_next = np.full(starts.size, -1, dtype=np.int64)
+    same = bucket[starts[1:]] == bucket[starts[:-1]]
+    seg_next[:-1][same] = r[starts[1:]][same]
+    return seg_next[np.cumsum(new) - 1]
 
 
 def heads_of(off: np.ndarray, members: np.ndarray, buckets: np.ndarray, width: int):
@@ -113,6 +135,7 @@ class RangeResult:
 
 @dataclass
 class _Local:
+    k: int                      # the range
     ranks: np.ndarray           # local rank -> global rank
     fixed: int                  # local ranks decided already
     off: np.ndarray
@@ -120,61 +143,154 @@ class _Local:
     fixed_kept: np.ndarray
     kept_before: np.ndarray
     touched: np.ndarray         # the global buckets, by local bucket
-    entries: np.ndarray         # the range's entries (bucket, rank, place)
+    entries: np.ndarray         # the range's entries (bucket, rank, place, next range)
+    t_of: np.ndarray            # the local bucket of each entry
+    kcount: np.ndarray          # kept members of each touched bucket before the range
+    klist: np.ndarray           # the first ``limit`` of them, bucket after bucket
+
+
+class RangeState:
+    """What ranges pass on to later ones, held in this process; a subclass
+    keeps it in a store (:meth:`put`, :meth:`get`, :meth:`drop` by key).
+
+    * ``carry/<dest>/<src>``: the state of the buckets range ``src`` touched
+      whose next range is ``dest``, as one int64 array: their number ``m``,
+      the ``m`` buckets (ascending), their kept counts, then the first
+      ``limit`` kept members of each, bucket after bucket;
+    * ``removed/<k>``: the ranks range ``k`` removed, ascending.
+
+    Only the keys of the messages waiting for each range are held here: a
+    few numbers per range.
+
+    Args:
+        bounds: the ranges' bounds (:func:`rank_bounds`).
+        limit: the rule's ``limit``.
+    """
+
+    def __init__(self, bounds: np.ndarray, limit: int):
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        self.limit = int(limit)
+        self.inbox: dict = {}           # dest -> sources with a message for it
+        self.recorded: set = set()      # ranges whose removed ranks are kept
+        self._items: dict = {}
+
+    # -- where messages live (a subclass keeps them in a store) ----------
+    def put(self, key: str, arr: np.ndarray) -> None:
+        self._items[key] = arr
+
+    def get(self, key: str) -> np.ndarray:
+        return self._items[key]
+
+    def drop(self, key: str) -> None:
+        self._items.pop(key, None)
+
+    # -- the protocol -------------------------------------------------------
+    def send(self, src: int, dest: int, buckets, kcount, k_off, klist) -> None:
+        """Pass on the state of ``buckets`` (ascending) to range ``dest``."""
+        msg = np.concatenate([np.array([buckets.size], np.int64), buckets, kcount,
+                              klist[int(k_off[0]):int(k_off[-1])]]).astype(np.int64)
+        self.put(f"carry/{dest}/{src}", msg)
+        self.inbox.setdefault(int(dest), []).append(int(src))
+
+    def receive(self, k: int):
+        """The state passed on to range ``k``: ``(buckets, kcount, klist)``,
+        buckets ascending and the kept lists in their order; each message is
+        dropped once read. A message that does not add up is refused."""
+        parts = []
+        for src in sorted(self.inbox.pop(int(k), [])):
+            key = f"carry/{k}/{src}"
+            msg = np.asarray(self.get(key), dtype=np.int64)
+            m = int(msg[0]) if msg.size else -1
+            if m < 0 or msg.size < 1 + 2 * m:
+                raise RuntimeError(f"range {k}: the state passed on by range {src} is "
+                                   f"damaged ({msg.size} numbers)")
+            b, c, kl = msg[1:1 + m], msg[1 + m:1 + 2 * m], msg[1 + 2 * m:]
+            if kl.size != int(np.minimum(c, self.limit).sum()):
+                raise RuntimeError(f"range {k}: the state passed on by range {src} is "
+                                   f"damaged ({kl.size} kept members for "
+                                   f"{int(np.minimum(c, self.limit).sum())})")
+            parts.append((b, c, kl))
+            self.drop(key)
+        if not parts:
+            z = np.zeros(0, np.int64)
+            return z, z, z
+        if len(parts) == 1:
+            return parts[0]
+        b = np.concatenate([p[0] for p in parts])
+        c = np.concatenate([p[1] for p in parts])
+        kl = np.concatenate([p[2] for p in parts])
+        off = np.zeros(b.size + 1, dtype=np.int64)
+        np.cumsum(np.minimum(c, self.limit), out=off[1:])
+        order = np.argsort(b, kind="stable")
+        _, kl = take_buckets(off, kl, order)
+        return b[order], c[order], kl
+
+    def record(self, k: int, removed: np.ndarray) -> None:
+        """The ranks range ``k`` removed (ascending)."""
+        self.put(f"removed/{k}", removed)
+        self.recorded.add(int(k))
+
+    def kept(self, ranks: np.ndarray) -> np.ndarray:
+        """Whether each of ``ranks`` (ascending) was kept by its range (a
+        rank of a range not decided yet counts as kept)."""
+        out = np.ones(ranks.size, dtype=bool)
+        if not ranks.size:
+            return out
+        g = range_of(self.bounds, ranks)
+        cut = np.flatnonzero(np.diff(g)) + 1
+        for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [g.size]])):
+            j = int(g[s])
+            if j not in self.recorded:
+                continue
+            removed = self.get(f"removed/{j}")
+            if removed.size:
+                x = ranks[s:e]
+                at = np.minimum(np.searchsorted(removed, x), removed.size - 1)
+                out[s:e] = np.asarray(removed[at]) != x
+        return out
 
 
 @dataclass
 class RangeSelector:
-    """The state carried from range to range (see the module docstring).
+    """Decides ranges one after the other (see the module docstring).
 
     Args:
-        sizes: members of every bucket (global bucket numbers).
         n: ranks.
         limit: the rule's ``limit``.
         fixed: ranks ``0 .. fixed - 1`` kept already (an index's documents).
+        state: where what a range passes on is kept.
     """
-    sizes: np.ndarray
     n: int
     limit: int
     fixed: int = 0
-    kcount: np.ndarray = field(init=False)
-    k_off: np.ndarray = field(init=False)
-    klist: np.ndarray = field(init=False)
-    kept: np.ndarray = field(init=False)
+    state: RangeState | None = None
 
-    def __post_init__(self):
-        sizes = np.asarray(self.sizes, dtype=np.int64)
-        self.kcount = np.zeros(sizes.size, dtype=np.int64)
-        self.k_off = np.zeros(sizes.size + 1, dtype=np.int64)
-        np.cumsum(np.minimum(sizes, self.limit), out=self.k_off[1:])
-        self.klist = np.empty(int(self.k_off[-1]), dtype=np.int64)
-        self.kept = np.ones(int(self.n), dtype=bool)
-        self.sizes = None               # the kept lists' room says all that is needed
-
-    def problem(self, r0: int, entries: np.ndarray, heads) -> _Local:
-        """The rule's input for the range starting at ``r0``: ``entries``
-        (3, n) of (global bucket, rank, place) sorted by bucket then place;
-        ``heads(buckets) -> (h_off, h_members)`` the first ``WINDOW * limit``
-        members of global buckets."""
+    def problem(self, k: int, r0: int, entries: np.ndarray, heads) -> _Local:
+        """The rule's input for range ``k``, starting at ``r0``: ``entries``
+        (4, n) of (global bucket, rank, place, next range) sorted by bucket
+        then place; ``heads(buckets) -> (h_off, h_members)`` the first
+        ``WINDOW * limit`` members of global buckets."""
         bkt, rank = entries[0], entries[1]
         first = np.ones(bkt.size, dtype=bool)
         first[1:] = bkt[1:] != bkt[:-1]
         touched = bkt[first]
         t_of = np.cumsum(first) - 1
         del first
+        cb, cc, cl = self.state.receive(k)
+        at = np.minimum(np.searchsorted(touched, cb), max(touched.size - 1, 0))
+        if cb.size and (not touched.size or np.any(touched[at] != cb)):
+            raise RuntimeError(f"range {k}: state passed on for buckets it does not touch")
+        kcount = np.zeros(touched.size, dtype=np.int64)
+        kcount[at] = cc
+        kc = np.minimum(kcount, self.limit)
         h_off, h_mem = heads(touched)
         h_t = np.repeat(np.arange(touched.size, dtype=np.int64), np.diff(h_off))
         early = h_mem < r0
-        kc = np.minimum(self.kcount[touched], self.limit)
         k_t = np.repeat(np.arange(touched.size, dtype=np.int64), kc)
-        k_at = np.zeros(touched.size + 1, dtype=np.int64)
-        np.cumsum(kc, out=k_at[1:])
-        k_idx = (np.repeat(self.k_off[touched] - k_at[:-1], kc)
-                 + np.arange(int(k_at[-1]), dtype=np.int64))
         # (local bucket, rank) pairs sorted and distinct; both below 2**32
         # (ranks: MAX_DOCUMENTS), so one sort of them packed into 64 bits
         tr = np.concatenate([h_t[early], k_t, t_of]).astype(np.uint64) << np.uint64(32)
-        tr |= np.concatenate([h_mem[early], self.klist[k_idx], rank]).astype(np.uint64)
+        tr |= np.concatenate([h_mem[early], cl, rank]).astype(np.uint64)
         tr = unique(tr)
         t = (tr >> np.uint64(32)).astype(np.int64)
         r = (tr & np.uint64(0xFFFFFFFF)).astype(np.int64)
@@ -183,43 +299,69 @@ class RangeSelector:
         fixed = int(np.searchsorted(ranks, max(int(r0), self.fixed)))
         off = np.zeros(touched.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(t, minlength=touched.size), out=off[1:])
-        prior_kept = (r < r0) & self.kept[r]
+        members = rows_in(ranks, r)
+        kept = np.ones(ranks.size, dtype=bool)
+        kept[:fixed] = self.state.kept(ranks[:fixed])
+        prior_kept = (r < r0) & kept[members]
         included = np.bincount(t[prior_kept], minlength=touched.size)
-        return _Local(ranks, fixed, off, rows_in(ranks, r),
-                      self.kept[ranks[:fixed]], self.kcount[touched] - included, touched,
-                      entries)
+        return _Local(k, ranks, fixed, off, members, kept[:fixed], kcount - included,
+                      touched, entries, t_of, kcount, cl)
 
     def decide(self, local: _Local, sel: Selection) -> RangeResult:
-        """Take the rule's selection of ``local``; update the state."""
+        """Take the rule's selection of ``local``; pass the state of its
+        buckets on."""
         F, ranks = local.fixed, local.ranks
-        kept = np.asarray(sel.kept, dtype=bool)[F:]
-        gone = np.flatnonzero(~kept)
+        kept_all = np.asarray(sel.kept, dtype=bool)
+        gone = np.flatnonzero(~kept_all[F:])
         removed = ranks[F:][gone]
-        self.kept[removed] = False
+        self.state.record(local.k, removed)
         dup = np.asarray(sel.duplicate_of)[F:][gone]
         a, b = unpack_edges(np.asarray(sel.pairs))
-        # the kept members of the range join their buckets' kept lists
-        bkt, rank = local.entries[0], local.entries[1]
-        k = self.kept[rank]
-        kb, kr = bkt[k], rank[k]
-        first = np.ones(kb.size, dtype=bool)
-        first[1:] = kb[1:] != kb[:-1]
-        at = np.arange(kb.size, dtype=np.int64)
-        slot = self.kcount[kb] + at - at[np.flatnonzero(first)][np.cumsum(first) - 1]
-        room = slot < self.k_off[kb + 1] - self.k_off[kb]
-        self.klist[self.k_off[kb[room]] + slot[room]] = kr[room]
-        at_first = np.flatnonzero(first)
-        self.kcount[kb[at_first]] += np.diff(np.append(at_first, kb.size))
+        self._pass_on(local, kept_all[rows_in(ranks, local.entries[1])])
         return RangeResult(removed, ranks[dup], np.asarray(sel.similarity)[F:][gone],
                            pack_edges(ranks[a], ranks[b]), np.asarray(sel.pair_scores),
                            int(sel.comparisons), int(sel.skipped), int(sel.rounds),
                            int(sel.scored), sel.where)
 
+    def _pass_on(self, local: _Local, kept: np.ndarray) -> None:
+        """The kept members of the range (``kept``, by entry) join their
+        buckets' kept lists (up to ``limit`` of them), and each touched bucket
+        with a member in a later range passes its state on to that range."""
+        T = local.touched.size
+        if not T:
+            return
+        lim = self.limit
+        kc = np.minimum(local.kcount, lim)
+        t_new = local.t_of[kept]
+        tt = np.concatenate([np.repeat(np.arange(T, dtype=np.int64), kc), t_new])
+        rr = np.concatenate([local.klist, local.entries[1][kept]])
+        order = np.argsort(tt, kind="stable")        # earlier kept members first
+        tt, rr = tt[order], rr[order]
+        start = np.searchsorted(tt, np.arange(T, dtype=np.int64))
+        within = np.arange(tt.size, dtype=np.int64) - start[tt]
+        rr = rr[within < lim]
+        kcount = local.kcount + np.bincount(t_new, minlength=T)
+        k_off = np.zeros(T + 1, dtype=np.int64)
+        np.cumsum(np.minimum(kcount, lim), out=k_off[1:])
+        first = np.ones(local.t_of.size, dtype=bool)
+        first[1:] = local.t_of[1:] != local.t_of[:-1]
+        nxt = local.entries[3][first]
+        later = np.flatnonzero(nxt >= 0)
+        if not later.size:
+            return
+        by = later[np.argsort(nxt[later], kind="stable")]
+        ds = nxt[by]
+        cut = np.flatnonzero(np.diff(ds)) + 1
+        for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [ds.size]])):
+            which = by[s:e]
+            o, kl = take_buckets(k_off, rr, which)
+            self.state.send(local.k, int(ds[s]), local.touched[which], kcount[which], o, kl)
 
-def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, scorer,
-                 threshold: float, accept_all: bool = False,
+
+def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, heads,
+                 scorer, threshold: float, accept_all: bool = False,
                  select=greedy_select) -> RangeResult:
-    """Decide one range: the rule (``select``, with :func:`greedy_select`'s
+    """Decide range ``k``, from rank ``r0``: the rule (``select``, with :func:`greedy_select`'s
     arguments) over its cut-down buckets. ``scorer(ranks)`` gives the
     function that scores packed pairs of global ranks, for pairs among the
     sorted global ``ranks`` the range reads (a store may load what they
@@ -228,7 +370,7 @@ def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, s
     that matters, the pairs whose bound is below ``floor`` are settled with
     their bound (a value below ``floor``, never reaching the threshold) and
     only the others are scored."""
-    local = selector.problem(r0, entries, heads)
+    local = selector.problem(k, r0, entries, heads)
     ranks = local.ranks
     score_fn = scorer(ranks)
     rows, floor = getattr(score_fn, "bounds", (None, 0.0))
@@ -253,13 +395,15 @@ def select_range(selector: RangeSelector, r0: int, entries: np.ndarray, heads, s
     return result
 
 
-def merge(results, n: int, selector: RangeSelector) -> Selection:
+def merge(results, n: int) -> Selection:
     """The ranges' results (an iterable: each may be loaded as it comes) as
     one :class:`Selection` over ranks ``0 .. n - 1``."""
+    kept = np.ones(n, dtype=bool)
     dup = np.full(n, -1, dtype=np.int64)
     sim = np.full(n, np.nan)
     pairs, scores, counts, where = [], [], np.zeros(4, dtype=np.int64), None
     for r in results:
+        kept[r.removed] = False
         dup[r.removed] = r.duplicate_of
         sim[r.removed] = r.similarity
         pairs.append(r.pairs)
@@ -269,18 +413,20 @@ def merge(results, n: int, selector: RangeSelector) -> Selection:
     pairs = np.concatenate(pairs) if pairs else np.zeros(0, np.uint64)
     scores = np.concatenate(scores) if scores else np.zeros(0)
     order = np.argsort(pairs, kind="stable")
-    return Selection(selector.kept.copy(), dup, sim, pairs[order], scores[order],
+    return Selection(kept, dup, sim, pairs[order], scores[order],
                      int(counts[0]), int(counts[1]), int(counts[2]), where or "host",
                      int(counts[3]))
 
 
 def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
                      limit: int = 32, ranges: int = 4, accept_all: bool = False,
-                     fixed: int = 0, units: int = 1, select=greedy_select) -> Selection:
+                     fixed: int = 0, units: int = 1, select=greedy_select,
+                     state: RangeState | None = None) -> Selection:
     """:func:`~gpu_dedup.stages.select.greedy_select` range by range, all in
     memory: the buckets cut into ``units`` as the bucket stage's units would
     give them, grouped, made distinct and split by range, then decided range
-    after range (the engine does the same over its store)."""
+    after range (the engine does the same over its store). ``state``: a
+    :class:`RangeState` over the same ranges (None: one in memory)."""
     bucket_off = np.asarray(bucket_off, dtype=np.int64)
     members = np.asarray(members, dtype=np.int64)
     bounds = rank_bounds(n, ranges)
@@ -291,12 +437,11 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
         off_u, mem_u = take_buckets(bucket_off, members, which)
         for g, bm in by_group(off_u, mem_u, bounds).items():
             pieces.setdefault(g, []).append(bm)
-    groups, base, sizes = {}, {}, []
+    groups, base = {}, {}
     total = 0
     for g in sorted(pieces):
         off, mem = distinct_buckets(*concat_csr(pieces[g]))
         groups[g], base[g] = (off, mem), total
-        sizes.append(np.diff(off))
         total += off.size - 1
     entries = {}
     for g, (off, mem) in groups.items():
@@ -313,9 +458,8 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
                  for i in np.unique(gi)]
         return concat_csr(parts)
 
-    selector = RangeSelector(np.concatenate(sizes) if sizes else np.zeros(0, np.int64), n,
-                             limit, fixed)
-    results = [select_range(selector, int(bounds[k]), np.concatenate(entries[k], axis=1),
+    selector = RangeSelector(n, limit, fixed, state or RangeState(bounds, limit))
+    results = [select_range(selector, k, int(bounds[k]), np.concatenate(entries[k], axis=1),
                             heads, lambda ranks: score_fn, threshold, accept_all, select)
                for k in range(bounds.size - 1) if k in entries]
-    return merge(results, n, selector)
+    return merge(results, n)
