@@ -25,6 +25,9 @@ from .tasks import Ctx, gather
 #: Rows per Parquet row group, as ``pyarrow.parquet.write_table`` writes them;
 #: writing the same row groups one by one gives the same bytes.
 ROW_GROUP = 1 << 20
+#: Bytes of a JSONL input copied at a time into data/: the copy streams, so
+#: a block need only be large enough to keep the copy at disk speed.
+COPY_BLOCK = 8 << 20
 
 
 class RunOutputs:
@@ -206,7 +209,7 @@ class RunOutputs:
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
                       texts=pa.array([], pa.large_string()), ids=None, locations=kept,
                       files=first.get("files"))
-        shard.write_kept(None, out, self.plan.chunk_bytes)
+        shard.write_kept(None, out, min(self.plan.chunk_bytes, COPY_BLOCK))
 
     def shards(self) -> list[dict]:
         """Per input shard: path, format, compression, documents, output name,

@@ -107,6 +107,7 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
             else:
                 block = chunk[:cut + 1]
             carry = chunk[cut + 1:]
+            chunk = None                # not held beside the block while it is used
             yield block
     finally:
         stream.close()
