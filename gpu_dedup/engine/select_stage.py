@@ -149,6 +149,8 @@ class SelectStage:
             res = select_range(selector, k, int(bounds[k]), entries, heads, scorer,
                                float(cfg.threshold), accept_all=not cfg.verify,
                                select=self.be.select)
+            if res.pairs.size > 1 and not (res.pairs[1:] > res.pairs[:-1]).all():
+                raise RuntimeError(f"range {k}: its similar pairs are not sorted and distinct")
             for name in layout.RANGE_ARRAYS:       # kept in the store, not here
                 if name != "removed":               # saved by the state already
                     st.save_npy(layout.range_result(k, name), getattr(res, name))
@@ -161,6 +163,31 @@ class SelectStage:
             release_memory(collect=False)   # the range's arrays, back to the system
         return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
                                     calls)
+
+    def _by_first_range(self, ran: list, bounds: np.ndarray, name: str):
+        """Array ``name`` (``pairs`` or ``pair_scores``) of the ranges ``ran``,
+        in the order of their packed pairs (ranks, ``keep="first"``), one
+        range of first members after the other. A range's pairs are sorted
+        and their later members in the range, so range ``j``'s first members
+        are in slices of the pairs of ranges ``j`` and later."""
+        st = self.store
+        for j in range(bounds.size - 1):
+            lo, hi = (np.uint64(int(x)) << np.uint64(32) for x in bounds[j:j + 2])
+            keys, vals = [], []
+            for k in ran:
+                if k < j:
+                    continue
+                p = st.load_npy(layout.range_result(k, "pairs"), mmap=True)
+                a, b = np.searchsorted(p, [lo, hi])
+                if b > a:
+                    keys.append(np.asarray(p[a:b]))
+                    vals.append(np.asarray(keys[-1] if name == "pairs" else
+                                           st.load_npy(layout.range_result(k, name),
+                                                       mmap=True)[a:b]))
+                del p
+            if keys:
+                order = np.argsort(np.concatenate(keys), kind="stable")
+                yield np.concatenate(vals)[order]
 
     def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank) -> np.ndarray:
         """The positions (sorted) of the range's own documents among the
@@ -202,10 +229,7 @@ class SelectStage:
                                       else st.load_npy(layout.range_result(k, name)))
                 yield piece
 
-        def pieces(name):
-            return [st.load_npy(layout.range_result(k, name)) for k in sorted(results)]
-        pairs = np.concatenate(pieces("pairs") or [np.zeros(0, np.uint64)])
-        scores = np.concatenate(pieces("pair_scores") or [np.zeros(0)])
+        ran = sorted(results)
         if pos_of_rank is None:
             st.save_npy_pieces(layout.selected("rep_dup"), dense("duplicate_of", -1, np.int64),
                                np.int64, self.R)
@@ -213,6 +237,14 @@ class SelectStage:
                                                                  np.float64), np.float64, self.R)
             st.save_npy_pieces(layout.selected("rep_kept"), dense("kept", True, bool), bool,
                                self.R)
+            # the accepted pairs sorted, a range of first members at a time: a
+            # range's pairs are sorted, and those of each first range a slice
+            verified = sum(int(st.load_npy(layout.range_result(k, "pairs"), mmap=True).shape[0])
+                           for k in ran)
+            for name, dtype, out in (("pairs", np.uint64, "accepted"),
+                                     ("pair_scores", np.float64, "scores")):
+                st.save_npy_pieces(layout.selected(out),
+                                   self._by_first_range(ran, bounds, name), dtype, verified)
         else:
             kept = np.concatenate(list(dense("kept", True, bool)))
             dup = np.concatenate(list(dense("duplicate_of", -1, np.int64)))
@@ -228,15 +260,19 @@ class SelectStage:
             st.save_npy(layout.selected("rep_dup"), dup_p)
             st.save_npy(layout.selected("rep_sim"), sim_p)
             del kept, kept_p, dup_p, sim_p
+            pairs = np.concatenate([st.load_npy(layout.range_result(k, "pairs")) for k in ran]
+                                   or [np.zeros(0, np.uint64)])
+            scores = np.concatenate([st.load_npy(layout.range_result(k, "pair_scores"))
+                                     for k in ran] or [np.zeros(0)])
             u, v = unpack_edges(pairs)
             u, v = pos_of_rank[u], pos_of_rank[v]
             pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
             del u, v
-        order = np.argsort(pairs, kind="stable")
-        st.save_npy(layout.selected("accepted"), pairs[order])
-        st.save_npy(layout.selected("scores"), scores[order])
-        verified = int(pairs.size)
-        del order, pairs, scores
+            order = np.argsort(pairs, kind="stable")
+            st.save_npy(layout.selected("accepted"), pairs[order])
+            st.save_npy(layout.selected("scores"), scores[order])
+            verified = int(pairs.size)
+            del order, pairs, scores
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was
