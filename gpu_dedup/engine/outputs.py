@@ -260,12 +260,15 @@ class RowGroups:
         self.pending.append(table)
         self.count += table.num_rows
         while self.count >= ROW_GROUP:
-            t = pa.concat_tables(self.pending).combine_chunks()
-            self.w.write_table(t.slice(0, ROW_GROUP))
+            # only the row group is copied into one piece; the rest stays a
+            # view of the tables it came in
+            t = pa.concat_tables(self.pending)
+            self.w.write_table(t.slice(0, ROW_GROUP).combine_chunks())
             self.written += 1
             rest = t.slice(ROW_GROUP)
             self.pending = [rest]
             self.count = rest.num_rows
+            del t
 
     def close(self) -> None:
         if self.count or not self.written:
