@@ -178,8 +178,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                         for p in range(parts)]
                 return np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
             reps = load("reps")
-            if parts > 1:
-                reps = np.sort(reps)
+            if parts > 1:        # each part's are sorted: a merge of sorted runs
+                reps = np.sort(reps, kind="stable")
             st.save_npy(layout.exact("reps"), reps)
             members = load("members")
             member_rep = load("member_rep")
