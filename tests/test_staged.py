@@ -191,6 +191,29 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     assert report["work"]["plan"]["task_bytes"] == 64 * 1024
 
 
+def test_outputs_written_in_slices_are_the_row_groups_of_one_write(corpus, tmp_path,
+                                                                   monkeypatch):
+    """clusters.parquet and pairs.parquet are written a few rows at a time
+    (their ids gathered slice by slice) into row groups of a fixed size: the
+    same bytes as one ``write_table`` of the whole table, whatever the slices."""
+    from gpu_dedup.engine import outputs
+    paths, _, _ = corpus
+    monkeypatch.setattr(outputs, "ROW_GROUP", 64)
+    got = {}
+    for rows in (7, 1 << 20):
+        monkeypatch.setattr(outputs, "NAME_ROWS", rows)
+        out = str(tmp_path / f"out{rows}")
+        run_staged(paths, out, CFG)
+        got[rows] = output_bytes(out)
+    assert got[7] == got[1 << 20]
+    for name in ("clusters.parquet", "pairs.parquet"):
+        path = str(tmp_path / "out7" / name)
+        assert pq.ParquetFile(path).metadata.num_row_groups > 3, name
+        pq.write_table(pq.read_table(path), str(tmp_path / name), row_group_size=64)
+        with open(tmp_path / name, "rb") as f:
+            assert f.read() == got[7][name], name
+
+
 def test_result_does_not_depend_on_the_budget(corpus, tmp_path):
     paths, ref, ref_report = corpus
     for lim in ("1MB",):

@@ -28,6 +28,9 @@ ROW_GROUP = 1 << 20
 #: Bytes of a JSONL input copied at a time into data/: the copy streams, so
 #: a block need only be large enough to keep the copy at disk speed.
 COPY_BLOCK = 8 << 20
+#: Rows whose ids are gathered at a time (from every chunk's stored ids)
+#: while the outputs are written; the row groups are the same whatever it is.
+NAME_ROWS = 1 << 18
 
 
 class RunOutputs:
@@ -140,21 +143,27 @@ class RunOutputs:
                 c = self.chunks[ci]
                 if self.C and c["file"] == 0:
                     continue                     # the context is no output
-                ids = st.column(layout.chunk_file(c["key"], layout.IDS)).cast(pa.string())
+                ids = st.column(layout.chunk_file(c["key"], layout.IDS))
                 k, d = r["kept"], r["duplicate_of"]
-                gone = np.flatnonzero(~k)
-                slot = np.full(k.size, -1, np.int64)
-                slot[gone] = np.arange(gone.size)
-                mask = pa.array(slot, mask=slot < 0)
-                cols = {"id": ids,
-                        "cluster": pa.array(r["cluster"], pa.int64()),
-                        "kept": pa.array(k, pa.bool_()),
-                        "duplicate_of": self._names(d[gone]).take(mask),
-                        "similarity": pa.array(r["similarity"], pa.float64(), mask=k)}
-                if self.context is not None:
-                    cols["duplicate_of_index"] = self.context.index_names(d[gone]).take(mask)
-                rg.add(pa.table(cols, schema=schema))
-                del ids, cols, r
+                for s in range(0, k.size, NAME_ROWS):
+                    e = min(s + NAME_ROWS, k.size)
+                    ks = k[s:e]
+                    gone = np.flatnonzero(~ks)
+                    slot = np.full(ks.size, -1, np.int64)
+                    slot[gone] = np.arange(gone.size)
+                    mask = pa.array(slot, mask=slot < 0)
+                    dup = d[s:e][gone]
+                    cols = {"id": ids.slice(s, e - s).cast(pa.string()),
+                            "cluster": pa.array(r["cluster"][s:e], pa.int64()),
+                            "kept": pa.array(ks, pa.bool_()),
+                            "duplicate_of": self._names(dup).take(mask),
+                            "similarity": pa.array(r["similarity"][s:e], pa.float64(),
+                                                   mask=ks)}
+                    if self.context is not None:
+                        cols["duplicate_of_index"] = self.context.index_names(dup).take(mask)
+                    rg.add(pa.table(cols, schema=schema))
+                    del cols, dup, mask, slot
+                del ids, r
                 release_memory(collect=False)
             rg.close()
         tick()
@@ -168,10 +177,10 @@ class RunOutputs:
                 if self.C:                   # pairs with an output document (a < b)
                     out = b >= self.C
                     a, b, sims = a[out], b[out], sims[out]
-                for s in range(0, a.size, ROW_GROUP):
-                    rg.add(pa.table({"id_a": self._names(a[s:s + ROW_GROUP]),
-                                     "id_b": self._names(b[s:s + ROW_GROUP]),
-                                     "similarity": pa.array(sims[s:s + ROW_GROUP],
+                for s in range(0, a.size, NAME_ROWS):
+                    rg.add(pa.table({"id_a": self._names(a[s:s + NAME_ROWS]),
+                                     "id_b": self._names(b[s:s + NAME_ROWS]),
+                                     "similarity": pa.array(sims[s:s + NAME_ROWS],
                                                             pa.float64())}, schema=schema))
                 del r, a, b, sims
                 release_memory(collect=False)
