@@ -21,6 +21,7 @@ from . import kernels as _kernels_pkg  # noqa: F401  (ensures the mapping exists
 from .arrays import unique
 from .errors import DeviceError
 from .stages.components import scipy_components
+from .stages.lsh import check_bands
 
 #: Most documents one run may hold: candidate edges pack two document indices
 #: into one 64-bit word, ``a << 32 | b``, so an index must fit in 32 bits.
@@ -274,6 +275,7 @@ class CpuBackend:
         return sig, counts
 
     def band_keys(self, sig, bands: int, rows: int):
+        check_bands(sig, bands, rows)
         out = np.empty((sig.shape[0], bands), dtype=np.uint64)
         self._k.band_keys(sig, bands, rows, out)
         return out

@@ -61,6 +61,7 @@ from .backend_probe import device_summary, probe, simulator_enabled  # noqa: F40
 from .backend_probe import cuda_errors, one_line, rapids_available
 from .errors import DeviceError
 from .memory import parse_memory  # noqa: F401  (importable from here as before)
+from .stages.lsh import check_bands
 
 log = logging.getLogger("gpu_dedup")
 
@@ -261,6 +262,7 @@ class GpuBackend(DeviceArrays):
             return sig, counts
 
     def band_keys(self, sig, bands: int, rows: int):
+        check_bands(sig, bands, rows)
         xp = self.xp
         with self._tracked():
             N = sig.shape[0]

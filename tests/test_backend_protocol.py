@@ -339,3 +339,19 @@ def test_distinct_buckets_keeps_each_member_list_once_in_canonical_order():
     r_off, r = distinct_buckets(rev_off, rev)
     np.testing.assert_array_equal(r_off, got_off)
     np.testing.assert_array_equal(r, got)
+
+
+def test_band_keys_refuse_bands_past_the_signature():
+    """Band keys that would read past a signature's K values are refused by
+    both backends (before any device work), never computed from the next
+    row's values."""
+    import numpy as np
+    import pytest
+
+    from gpu_dedup.backend import CpuBackend
+    from gpu_dedup.backend_gpu import GpuBackend
+    sig = np.arange(3 * 40, dtype=np.uint64).reshape(3, 40)
+    assert CpuBackend().band_keys(sig, 10, 4).shape == (3, 10)
+    for be in (CpuBackend(), object.__new__(GpuBackend)):
+        with pytest.raises(ValueError, match="16 bands x 4 rows do not fit signatures of 40"):
+            be.band_keys(sig, 16, 4)

@@ -443,8 +443,8 @@ def test_gpu_kernels_match_cpu_kernels_with_small_budget():
     for budget in (None, "64KiB"):
         be = GpuBackend(gpu_memory=budget)
         for shingle, n, bits in [("char", 5, 32), ("char", 2, 64), ("word", 3, 32)]:
-            compare_kernels(be, CpuBackend(), off, data, shingle, n, 128 if bits == 32 else 40,
-                            bits, 16, 4, 1, cmp)
+            K = 128 if bits == 32 else 40
+            compare_kernels(be, CpuBackend(), off, data, shingle, n, K, bits, K // 4, 4, 1, cmp)
     assert cmp.identical, [r for r in cmp.rows if not r[1]]
 
 

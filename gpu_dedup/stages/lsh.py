@@ -23,6 +23,14 @@ import numpy as np
 from ..arrays import unique
 from ..kernels.buckets import bucket_hashes, connected, union_edges
 
+
+def check_bands(sig, bands: int, rows: int) -> None:
+    """Refuse band keys that would read past a signature's ``K`` values."""
+    if bands < 1 or rows < 1 or bands * rows > sig.shape[1]:
+        raise ValueError(f"{bands} bands x {rows} rows do not fit signatures of "
+                         f"{sig.shape[1]} values")
+
+
 _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
