@@ -95,8 +95,8 @@ class SelectStage:
         base = np.zeros(len(groups) + 1, dtype=np.int64)
         np.cumsum([int(g["buckets"]) for g in groups], out=base[1:])
         fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
-        selector = RangeSelector(self.R, int(cfg.bucket_limit), fixed,
-                                 StoreRangeState(st, bounds, int(cfg.bucket_limit)))
+        selector = RangeSelector(self.R, int(cfg.bucket_limit),
+                                 StoreRangeState(st, bounds, int(cfg.bucket_limit)), fixed)
         width = WINDOW * int(cfg.bucket_limit)
 
         def heads(buckets):
@@ -181,13 +181,14 @@ class SelectStage:
                 a, b = np.searchsorted(p, [lo, hi])
                 if b > a:
                     keys.append(np.asarray(p[a:b]))
-                    vals.append(np.asarray(keys[-1] if name == "pairs" else
-                                           st.load_npy(layout.range_result(k, name),
-                                                       mmap=True)[a:b]))
+                    if name != "pairs":
+                        vals.append(np.asarray(st.load_npy(layout.range_result(k, name),
+                                                           mmap=True)[a:b]))
                 del p
             if keys:
-                order = np.argsort(np.concatenate(keys), kind="stable")
-                yield np.concatenate(vals)[order]
+                keys = np.concatenate(keys)
+                order = np.argsort(keys, kind="stable")
+                yield (keys if name == "pairs" else np.concatenate(vals))[order]
 
     def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank) -> np.ndarray:
         """The positions (sorted) of the range's own documents among the

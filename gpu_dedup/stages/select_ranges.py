@@ -48,6 +48,16 @@ def rank_bounds(n: int, ranges: int) -> np.ndarray:
     return (np.arange(ranges + 1, dtype=np.int64) * int(n)) // ranges
 
 
+def runs(values: np.ndarray):
+    """``(value, start, end)`` of each run of equal ``values`` (sorted, or
+    grouped), in order."""
+    if not values.size:
+        return
+    cut = np.flatnonzero(values[1:] != values[:-1]) + 1
+    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [values.size]])):
+        yield values[s], int(s), int(e)
+
+
 def range_of(bounds: np.ndarray, ranks: np.ndarray) -> np.ndarray:
     """The range of each rank."""
     return np.searchsorted(bounds, ranks, side="right").astype(np.int64) - 1
@@ -62,12 +72,7 @@ def by_group(off: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> dict:
         return {}
     g = range_of(bounds, members[off[:-1]])
     order = np.argsort(g, kind="stable")
-    gs = g[order]
-    cut = np.flatnonzero(np.diff(gs)) + 1
-    out = {}
-    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [gs.size]])):
-        out[int(gs[s])] = take_buckets(off, members, order[s:e])
-    return out
+    return {int(v): take_buckets(off, members, order[s:e]) for v, s, e in runs(g[order])}
 
 
 def group_entries(off: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> dict:
@@ -82,12 +87,10 @@ def group_entries(off: np.ndarray, members: np.ndarray, bounds: np.ndarray) -> d
     r = range_of(bounds, members)
     nxt = _next_range(bucket, r)
     order = np.argsort(r, kind="stable")
-    rs = r[order]
-    cut = np.flatnonzero(np.diff(rs)) + 1
     out = {}
-    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [rs.size]])):
+    for v, s, e in runs(r[order]):
         sel = order[s:e]
-        out[int(rs[s])] = np.stack([bucket[sel], members[sel], place[sel], nxt[sel]])
+        out[int(v)] = np.stack([bucket[sel], members[sel], place[sel], nxt[sel]])
     return out
 
 
@@ -236,10 +239,8 @@ class RangeState:
         out = np.ones(ranks.size, dtype=bool)
         if not ranks.size:
             return out
-        g = range_of(self.bounds, ranks)
-        cut = np.flatnonzero(np.diff(g)) + 1
-        for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [g.size]])):
-            j = int(g[s])
+        for j, s, e in runs(range_of(self.bounds, ranks)):
+            j = int(j)
             if j not in self.recorded:
                 continue
             removed = self.get(f"removed/{j}")
@@ -257,13 +258,13 @@ class RangeSelector:
     Args:
         n: ranks.
         limit: the rule's ``limit``.
-        fixed: ranks ``0 .. fixed - 1`` kept already (an index's documents).
         state: where what a range passes on is kept.
+        fixed: ranks ``0 .. fixed - 1`` kept already (an index's documents).
     """
     n: int
     limit: int
+    state: RangeState
     fixed: int = 0
-    state: RangeState | None = None
 
     def problem(self, k: int, r0: int, entries: np.ndarray, heads) -> _Local:
         """The rule's input for range ``k``, starting at ``r0``: ``entries``
@@ -350,12 +351,10 @@ class RangeSelector:
         if not later.size:
             return
         by = later[np.argsort(nxt[later], kind="stable")]
-        ds = nxt[by]
-        cut = np.flatnonzero(np.diff(ds)) + 1
-        for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [ds.size]])):
+        for dest, s, e in runs(nxt[by]):
             which = by[s:e]
             o, kl = take_buckets(k_off, rr, which)
-            self.state.send(local.k, int(ds[s]), local.touched[which], kcount[which], o, kl)
+            self.state.send(local.k, int(dest), local.touched[which], kcount[which], o, kl)
 
 
 def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, heads,
@@ -458,7 +457,7 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
                  for i in np.unique(gi)]
         return concat_csr(parts)
 
-    selector = RangeSelector(n, limit, fixed, state or RangeState(bounds, limit))
+    selector = RangeSelector(n, limit, state or RangeState(bounds, limit), fixed)
     results = [select_range(selector, k, int(bounds[k]), np.concatenate(entries[k], axis=1),
                             heads, lambda ranks: score_fn, threshold, accept_all, select)
                for k in range(bounds.size - 1) if k in entries]
