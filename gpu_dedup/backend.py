@@ -50,10 +50,15 @@ class Backend(Protocol):
     Attributes:
         name: what ran, as reported (``"cpu"``, ``"gpu"``, ``"cuda-sim"``).
         xp: the array namespace of the backend's results (NumPy or CuPy).
+        bounds_pay: whether greedy selection should settle candidate pairs
+            by their bound rows (:meth:`bound_rows`) before scoring the
+            rest exactly: true where building every document's bound row
+            costs less than the shingle sets of the pairs it settles.
     """
 
     name: str
     xp: Any
+    bounds_pay: bool
 
     def describe(self) -> dict:
         """What runs each stage on this machine, as short strings (at least
@@ -158,6 +163,13 @@ class Backend(Protocol):
         them in the handle ``sets`` from :meth:`shingle_sets`."""
         ...
 
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+        """The bound rows of documents ``docs``: a host ``len(docs) x
+        BOUND_WORDS`` uint32 array, row ``i`` that of ``docs[i]``
+        (:func:`kernels.primitives.bound_row`: the distinct shingle hashes
+        counted by their top bits into bins, then their number)."""
+        ...
+
     def jaccard_rows(self, sets, ia, ib, floor: float = 0.0, other=None):
         """float64 exact Jaccard of rows ``ia[e]`` and ``ib[e]`` of the handle
         ``sets`` (positions in its sorted documents): :meth:`jaccard_sets`
@@ -217,6 +229,7 @@ class CpuBackend:
 
     name = "cpu"
     xp = np
+    bounds_pay = True
 
     def __init__(self):
         from .kernels import buckets, cpu
@@ -310,6 +323,14 @@ class CpuBackend:
         docs = np.ascontiguousarray(docs, dtype=np.int64)
         set_off, values = self._k.shingle_sets(offsets, data, docs, word_mode, n)
         return docs, set_off, values
+
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+        """Bound rows: ``kernels.cpu.set_bounds`` (see :meth:`Backend.bound_rows`)."""
+        docs = np.ascontiguousarray(docs, dtype=np.int64)
+        out = np.empty((docs.size, self._k.BOUND_WORDS), dtype=np.uint32)
+        self._k.set_bounds(np.asarray(offsets), np.asarray(data), docs, bool(word_mode),
+                           int(n), out)
+        return out
 
     def jaccard_sets(self, sets, da, db):
         """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""

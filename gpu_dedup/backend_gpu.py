@@ -83,6 +83,9 @@ class GpuBackend(DeviceArrays):
     """
 
     name = "gpu"
+    #: The device scores a candidate pair exactly for less than it costs to
+    #: build every document's shingle set for its bound row.
+    bounds_pay = False
 
     def __init__(self, gpu_memory=None, *, xp=None):
         super().__init__(gpu_memory, xp=xp)
@@ -376,6 +379,36 @@ class GpuBackend(DeviceArrays):
             return parts
 
     # -- verification ---------------------------------------------------------
+    def _set_rounds(self, offsets, data, word_mode: bool, n: int, docs, limit: int):
+        """``(t0, t1, set_offsets, values)`` on the device: the shingle sets
+        of ``docs[t0:t1]``, in rounds of documents whose text and its sets
+        fit ``limit`` bytes (at least one round, one document at least)."""
+        xp = self.xp
+        D = docs.shape[0]
+        lens = offsets[docs + 1] - offsets[docs]
+        scratch = max(int(SCRATCH_SHARE * self.budget), 1)
+        per_round = max(limit // SET_BYTES_PER_BYTE, 1)
+        cached = self._cached_text(offsets, data)
+        cum = np.cumsum(lens + 1)
+        t0 = 0
+        first = True
+        while t0 < D or first:
+            first = False
+            base = cum[t0 - 1] if t0 else 0
+            t1 = max(int(np.searchsorted(cum, base + per_round, side="right")), t0 + 1) \
+                if D else 0
+            if cached is not None:
+                d_off, d_data = cached
+                d_docs = self._dev(docs[t0:t1])
+            else:
+                sub_off, sub_data = gather_text(offsets, data, docs[t0:t1])
+                d_off, d_data = self._upload(sub_off, sub_data, 0, int(sub_off[-1]))
+                d_docs = xp.arange(t1 - t0, dtype=xp.int64)
+            set_off, values = self._k.shingle_sets(xp, d_off, d_data, d_docs, word_mode, n,
+                                                   scratch)
+            yield t0, t1, set_off, values
+            t0 = t1
+
     def shingle_sets(self, offsets, data, word_mode: bool, n: int, docs):
         """Sorted unique base hashes of the documents ``docs`` (sorted indices):
         ``(docs, set_offsets, values)``, a handle for :meth:`jaccard_sets`.
@@ -389,28 +422,10 @@ class GpuBackend(DeviceArrays):
             D = docs.shape[0]
             lens = offsets[docs + 1] - offsets[docs]
             resident = 8 * int(lens.sum() + D) <= MATRIX_SHARE * self.budget
-            limit = max(int(VERIFY_SHARE * self.budget) // SET_BYTES_PER_BYTE, 1)
-            scratch = max(int(SCRATCH_SHARE * self.budget), 1)
-            cached = self._cached_text(offsets, data)
-            cum = np.cumsum(lens + 1)
-            parts = []
-            t0 = 0
-            while t0 < D or not parts:
-                base = cum[t0 - 1] if t0 else 0
-                t1 = max(int(np.searchsorted(cum, base + limit, side="right")), t0 + 1) \
-                    if D else 0
-                if cached is not None:
-                    d_off, d_data = cached
-                    d_docs = self._dev(docs[t0:t1])
-                else:
-                    sub_off, sub_data = gather_text(offsets, data, docs[t0:t1])
-                    d_off, d_data = self._upload(sub_off, sub_data, 0, int(sub_off[-1]))
-                    d_docs = xp.arange(t1 - t0, dtype=xp.int64)
-                set_off, values = self._k.shingle_sets(xp, d_off, d_data, d_docs, word_mode, n,
-                                                       scratch)
-                parts.append((set_off, values) if resident
-                             else (self.to_host(set_off), self.to_host(values)))
-                t0 = t1
+            parts = [(set_off, values) if resident
+                     else (self.to_host(set_off), self.to_host(values))
+                     for _, _, set_off, values in self._set_rounds(
+                         offsets, data, word_mode, n, docs, int(VERIFY_SHARE * self.budget))]
             if len(parts) == 1:
                 set_off, values = parts[0]
             else:
@@ -420,6 +435,19 @@ class GpuBackend(DeviceArrays):
                 mod.cumsum(sizes, out=set_off[1:])
                 values = mod.concatenate([p[1] for p in parts])
             return docs, set_off, values
+
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+        """The bound rows of the documents ``docs`` (host ``len(docs) x
+        BOUND_WORDS`` uint32): their shingle sets built on the device a round
+        at a time and counted into bins there (``kernels.cuda.set_bound_rows``)."""
+        docs = np.ascontiguousarray(self.to_host(docs), dtype=np.int64)
+        out = np.empty((docs.shape[0], self._k.BOUND_WORDS), dtype=np.uint32)
+        with self._tracked():
+            for t0, t1, set_off, values in self._set_rounds(
+                    offsets, data, word_mode, n, docs, int(VERIFY_SHARE * self.budget)):
+                out[t0:t1] = self.to_host(self._k.set_bound_rows(self.xp, set_off, values))
+                del set_off, values
+        return out
 
     def jaccard_sets(self, sets, da, db):
         """Exact Jaccard of documents ``da[e]`` and ``db[e]``, all in ``sets``."""
@@ -433,8 +461,11 @@ class GpuBackend(DeviceArrays):
         in its sorted documents; a row below 0 is row ``~row`` of ``other``);
         exact everywhere, whatever ``floor``."""
         if other is not None:
-            sets, ia, ib = rows_of_two(sets, other, self.to_host(ia), self.to_host(ib),
-                                       self.to_host)
+            if self._joins_on_device(sets, other):
+                sets, ia, ib = self._joined(sets, other, self.to_host(ia), self.to_host(ib))
+            else:
+                sets, ia, ib = rows_of_two(sets, other, self.to_host(ia), self.to_host(ib),
+                                           self.to_host)
         xp = self.xp
         _, set_off, values = sets
         ia = np.asarray(self.to_host(ia), dtype=np.int64)
@@ -463,6 +494,28 @@ class GpuBackend(DeviceArrays):
                 out[e0:e1] = self.to_host(j)
                 e0 = e1
             return xp.asarray(out)
+
+    def _joins_on_device(self, sets, other) -> bool:
+        """Whether two handles both live on the device and fit it twice over
+        (their copy end to end beside them)."""
+        size = sum(int(h[1].nbytes) + int(h[2].nbytes) for h in (sets, other))
+        return (self._resident(sets[2]) and self._resident(other[2])
+                and 2 * size <= MATRIX_SHARE * self.budget)
+
+    def _joined(self, sets, other, ia, ib):
+        """One device CSR of two handles on the device, ``other``'s rows
+        after those of ``sets``, and the pairs' rows in it (row ``~r`` of
+        ``other`` becomes row ``len(sets) + ~r``): no copy through the host."""
+        xp = self.xp
+        with self._tracked():
+            so, sv = self._dev(sets[1]), sets[2]
+            oo, ov = self._dev(other[1]), other[2]
+            n = int(so.shape[0]) - 1
+            off = xp.concatenate([so, oo[1:] - oo[0] + so[-1]])
+            values = xp.concatenate([sv, ov])
+        ia = np.where(ia >= 0, ia, n + ~ia).astype(np.int64)
+        ib = np.where(ib >= 0, ib, n + ~ib).astype(np.int64)
+        return (None, off, values), ia, ib
 
     def jaccard(self, offsets, data, word_mode: bool, n: int, da, db):
         """Exact Jaccard of the shingle sets of documents ``da[e]`` and ``db[e]``."""

@@ -179,6 +179,8 @@ def compare_kernels(gpu, cpu, offsets, data, shingle: str, n: int, num_perm: int
     cmp.check(f"{tag}: shingle sets", np.concatenate([h(gsets[1]), h(gsets[2]).view(np.int64)]),
               np.concatenate([csets[1], csets[2].view(np.int64)]),
               f"{involved.size:,} documents, {csets[2].size:,} distinct shingles")
+    cmp.check(f"{tag}: bound rows", gpu.bound_rows(offsets, data, word, n, involved),
+              cpu.bound_rows(offsets, data, word, n, involved), f"{involved.size:,} documents")
     cmp.check(f"{tag}: Jaccard", h(gpu.jaccard_sets(gsets, ia, ib)),
               cpu.jaccard_sets(csets, ia, ib), f"{ia.size:,} edges")
     cmp.check(f"{tag}: Jaccard (one call)", h(gpu.jaccard(offsets, data, word, n, ia, ib)),

@@ -162,7 +162,7 @@ def test_compare_kernels_identical_backends_are_identical():
     off, data = _buffers()
     cmp = Comparison()
     compare_kernels(CpuBackend(), CpuBackend(), off, data, "word", 2, 12, 64, 6, 2, 1, cmp)
-    assert cmp.identical and len(cmp.rows) == 8
+    assert cmp.identical and len(cmp.rows) == 9
 
 
 def test_compare_runs_checks_results_and_which_backend_ran():

@@ -114,6 +114,25 @@ SIM_CHECKS = textwrap.dedent(r'''
         check(f"shingle_sets values {tag}", sv, cv)
         check(f"jaccard_edges {tag}", kc.jaccard_edges(np, so, sv, ia, ib),
               cpu.jaccard_edges(co, cv, ia, ib))
+        rows = np.empty((N, cpu.BOUND_WORDS), np.uint32)
+        cpu.set_bounds(off, data, docs, word, n, rows)
+        check(f"bound_rows {tag}", kc.set_bound_rows(np, so, sv), rows)
+        # pairs across two handles of sets (row ~r: row r of the second),
+        # joined on the device, and through the host under a tiny budget
+        one, two = np.array([0, 3, 5, 7, 9, 12], np.int64), np.array([1, 2, 6, 13], np.int64)
+        ra = np.array([0, 1, ~0, ~2, 3, 5], np.int64)
+        rb = np.array([~1, 2, ~3, 4, ~0, ~1], np.int64)
+        cb = CpuBackend()
+        want = cb.jaccard_rows(cb.shingle_sets(off, data, word, n, one), ra, rb,
+                               other=cb.shingle_sets(off, data, word, n, two))
+        for mem, joined in ((None, True), (400, False)):
+            gb = GpuBackend(gpu_memory=mem, xp=np)
+            h1 = gb.shingle_sets(off, data, word, n, one)
+            h2 = gb.shingle_sets(off, data, word, n, two)
+            check(f"jaccard_rows two handles {tag} budget={mem}",
+                  gb.jaccard_rows(h1, ra, rb, other=h2), want)
+            out[f"jaccard_rows joined on the device {tag} budget={mem}"] = [
+                gb._joins_on_device(h1, h2) == joined, str(joined)]
 
     # the one-permutation sketch: few bins (densified from many shingles) and
     # many (mostly empty, densified), each width, both shingle kinds
@@ -142,6 +161,11 @@ SIM_CHECKS = textwrap.dedent(r'''
         co, cv = cpu.shingle_sets(off, data, sub, word, 3)
         check(f"shingle_sets subset small scratch {'word' if word else 'char'}",
               np.concatenate([so, sv.view(np.int64)]), np.concatenate([co, cv.view(np.int64)]))
+        # bound rows through the backend, in rounds of a few documents
+        be = GpuBackend(gpu_memory=400, xp=np)
+        got = be.bound_rows(off, data, word, 3, sub)
+        check(f"bound_rows backend rounds {'word' if word else 'char'}", got,
+              CpuBackend().bound_rows(off, data, word, 3, sub))
 
     # whole runs through the backend, with the whole budget and with a tiny one
     # that streams the text, keeps the matrices on the host and splits rounds
@@ -202,7 +226,8 @@ def test_simulator_ran_the_cuda_kernels(sim_results):
 
 @pytest.mark.parametrize("prefix", ["has_shingles", "text_hash128", "codepoint_lengths",
                                     "minhash", "counts", "band_keys", "bucket_edges",
-                                    "signature_agreement", "shingle_sets", "jaccard_edges"])
+                                    "signature_agreement", "shingle_sets", "jaccard_edges",
+                                    "bound_rows", "jaccard_rows"])
 def test_simulated_kernels_match_cpu_kernels(sim_results, prefix):
     rows = {k: v for k, v in sim_results.items() if k.startswith(prefix)}
     assert rows, f"no {prefix} checks ran"
