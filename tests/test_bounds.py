@@ -9,7 +9,7 @@ import pytest
 
 from gpu_dedup import Config, deduplicate
 from gpu_dedup.backend import CpuBackend
-from gpu_dedup.engine import bounds, layout, select_stage
+from gpu_dedup.engine import bounds, layout, tasks
 from gpu_dedup.engine.records import Blocks
 from gpu_dedup.kernels import cpu as K
 from gpu_dedup.kernels.primitives import BOUND_BINS, BOUND_WORDS
@@ -105,7 +105,7 @@ def test_settling_pairs_by_their_bounds_changes_no_result(monkeypatch, keep, par
                  num_perm=64, bands=16, rows=4)
     with_bounds = deduplicate(arr, cfg, partition_bytes=partition)
     assert with_bounds.stats["selection_bounded"] > 0.5 * with_bounds.stats["selection_scored"]
-    monkeypatch.setattr(select_stage, "uses_bounds", lambda cfg: False)
+    monkeypatch.setattr(tasks, "uses_bounds", lambda cfg, be: False)
     every_pair = deduplicate(arr, cfg, partition_bytes=partition)
     assert every_pair.stats["selection_bounded"] == 0
     assert (~every_pair.kept).sum() > 100

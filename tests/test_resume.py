@@ -26,6 +26,9 @@ from gpu_dedup.config import Config
 from gpu_dedup.engine import runner
 from gpu_dedup.pipeline import run
 a = json.loads(sys.argv[1])
+if a.get("no_bounds"):       # a backend that makes no bound rows
+    from gpu_dedup.backend import CpuBackend
+    CpuBackend.bounds_pay = False
 stage = [None]
 def progress(fraction):
     pass
@@ -48,9 +51,10 @@ def _cfg_dict(cfg: Config) -> dict:
     return d
 
 
-def child(inputs, output, work, kill_stage=None, kill_after=0, cfg=CFG):
+def child(inputs, output, work, kill_stage=None, kill_after=0, cfg=CFG, no_bounds=False):
     args = {"inputs": inputs, "output": output, "work": work, "limit": LIMIT,
-            "cfg": _cfg_dict(cfg), "kill_stage": kill_stage, "kill_after": kill_after}
+            "cfg": _cfg_dict(cfg), "kill_stage": kill_stage, "kill_after": kill_after,
+            "no_bounds": no_bounds}
     return subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(args)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
@@ -93,6 +97,31 @@ def test_killed_mid_stage_resumes_with_identical_outputs(corpus, tmp_path, stage
     for earlier in order[:order.index(stage)]:
         assert reused.get(earlier, 0) == report["work"]["units"][earlier], earlier
     assert not os.path.exists(report["work"]["dir"])
+
+
+def test_signatures_made_partly_without_bound_rows_resume_to_the_same_bytes(corpus, tmp_path):
+    """A run killed in its signatures on a backend that makes no bound rows
+    (the GPU's) and resumed on one that does: the blocks made before the
+    kill have none, so selection settles no pair by its bounds, and the
+    outputs are the same."""
+    paths, ref = corpus
+    out = str(tmp_path / "out")
+    work = str(tmp_path / "work")
+    p = child(paths, out, work, "signatures", 2, no_bounds=True)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == -signal.SIGKILL, err.decode()[-2000:]
+    bounds = [n for _d, _s, ns in os.walk(work) for n in ns if n.endswith(layout.BOUNDS)]
+    assert not bounds
+    report = run_staged(paths, out, CFG, memory_limit=LIMIT, work_dir=work, keep_work_dir=True)
+    assert_same_outputs(ref, out)
+    assert report["work"]["reused"]["signatures"] >= 2
+    made = [n for _d, _s, ns in os.walk(work) for n in ns if n.endswith(layout.BOUNDS)]
+    assert 0 < len(made) < report["work"]["units"]["signatures"]
+    assert report["work"]["selection_bounded"] == 0
+    assert report["work"]["selection_scored"] > 0
+    fresh = run_staged(paths, str(tmp_path / "again"), CFG, memory_limit=LIMIT,
+                       work_dir=str(tmp_path / "work2"))
+    assert fresh["work"]["selection_bounded"] > 0
 
 
 def test_sigkill_from_outside_after_a_stage_marker(corpus, tmp_path):

@@ -20,26 +20,26 @@ import numpy as np
 
 from ..arrays import unique
 from ..config import Config
-from ..kernels import cpu as cpu_kernels
 from . import layout
 from .records import Blocks
 
 
-def uses_bounds(cfg: Config) -> bool:
-    """Whether the run stores bound rows: greedy selection verified by the
-    exact Jaccard of shingle sets."""
-    return cfg.verify and cfg.similarity == "jaccard" and cfg.cluster == "greedy"
+def uses_bounds(cfg: Config, be) -> bool:
+    """Whether the signatures made by backend ``be`` come with bound rows:
+    greedy selection verified by the exact Jaccard of shingle sets, on a
+    backend where they pay (``Backend.bounds_pay``). Selection uses them
+    when every signature block has them (a resumed run may have made
+    some blocks on another backend); either way its results are the same."""
+    return (cfg.verify and cfg.similarity == "jaccard" and cfg.cluster == "greedy"
+            and bool(be.bounds_pay))
 
 
-def bound_rows(offsets, data, docs: np.ndarray, cfg: Config) -> np.ndarray:
-    """The bound rows (``len(docs) x BOUND_WORDS`` uint32) of documents
-    ``docs`` of the text buffers ``(offsets, data)``, on the host (about
-    half a microsecond a short document, whatever the backend)."""
-    docs = np.ascontiguousarray(docs, dtype=np.int64)
-    out = np.empty((docs.size, cpu_kernels.BOUND_WORDS), dtype=np.uint32)
-    cpu_kernels.set_bounds(np.asarray(offsets), np.asarray(data), docs,
-                           cfg.shingle == "word", int(cfg.ngram), out)
-    return out
+def bound_rows(be, offsets, data, docs: np.ndarray, cfg: Config) -> np.ndarray:
+    """The bound rows (``len(docs) x BOUND_WORDS`` uint32, on the host) of
+    documents ``docs`` of the text buffers ``(offsets, data)``, made by the
+    backend ``be`` (on the device for the GPU's)."""
+    return be.bound_rows(offsets, data, cfg.shingle == "word", int(cfg.ngram),
+                         np.ascontiguousarray(docs, dtype=np.int64))
 
 
 def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.ndarray:

@@ -223,10 +223,12 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         if meta is None:
             results = self._map("signatures", tasks.task_signatures, list(blocks.blocks), docs)
             meta = {"shingles": int(sum(r["shingles"] for r in results)),
-                    "units": len(blocks.blocks)}
+                    "units": len(blocks.blocks),
+                    "bounds": int(all(r.get("bounds") for r in results))}
             self.store.mark_done(layout.stage("signatures"), meta,
                                  units=[layout.signature_block(b["key"]) for b in blocks.blocks])
         self.shingles = meta["shingles"]
+        self.bound_rows_stored = bool(meta.get("bounds"))   # by every block
         self.blocks = blocks
         return blocks
 

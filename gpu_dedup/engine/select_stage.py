@@ -21,7 +21,7 @@ from ..stages.select import WINDOW
 from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bounds,
                                     select_range)
 from . import bucket_tasks, layout
-from .bounds import bound_rows_of, uses_bounds
+from .bounds import bound_rows_of
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes one bucket entry takes while its range is decided (its membership
@@ -140,7 +140,7 @@ class SelectStage:
                     u, v = unpack_edges(packed)
                     u, v = pos_of_rank[u], pos_of_rank[v]
                     return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
-                if floor and uses_bounds(cfg):
+                if floor and self.bound_rows_stored:
                     # the bound rows of every document the range reads, by rank
                     where = ranks if pos_of_rank is None else pos_of_rank[ranks]
                     score_ranks.bounds = (bound_rows_of(st, blocks, where), floor)

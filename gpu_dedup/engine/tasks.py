@@ -350,11 +350,13 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
     if needs_signatures(cfg):
         st.save_npy(layout.file(unit, layout.SIGS), host(be, sig))
         files.append(layout.file(unit, layout.SIGS))
-    if uses_bounds(cfg):
-        st.save_npy(layout.file(unit, layout.BOUNDS), bound_rows(off, data, local, cfg))
+    bounded = uses_bounds(cfg, be)
+    if bounded:
+        st.save_npy(layout.file(unit, layout.BOUNDS), bound_rows(be, off, data, local, cfg))
         files.append(layout.file(unit, layout.BOUNDS))
     del off, data
-    meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid()}
+    meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid(),
+            "bounds": int(bounded)}
     st.mark_done(unit, meta, files)
     return {**meta, "reused": 0}
 
@@ -394,10 +396,14 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks) -> dict:
     del docs
     be = backend_of(ctx)
     seg = np.asarray(seg, dtype=np.int64)
-    ways = split_ways(seg)
-    if ways > 1:        # parts of a large segment fit the caches and the threads
+    # parts of a large segment fit the CPU's caches and threads; a device
+    # sorts whole segments, and greedy's buckets come out in one order
+    # (distinct_buckets) whichever way they were cut
+    greedy = ctx.cfg.cluster == "greedy"
+    ways = split_ways(seg) if be.name == "cpu" or not greedy else 1
+    if ways > 1:
         flat, d, seg = split_segments(np.asarray(flat), d, seg, ways)
-    if ctx.cfg.cluster == "greedy":
+    if greedy:
         off, members = be.segment_buckets(flat, d, seg)
         del flat, d
         off, members = distinct_buckets(host(be, off), host(be, members))
