@@ -19,3 +19,7 @@ class ConfigError(DedupError):
 
 class DeviceError(DedupError):
     """The requested device cannot be used."""
+
+
+class ModelError(DedupError):
+    """An embedding model that cannot be found or read (models are never downloaded)."""

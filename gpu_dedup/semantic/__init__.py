@@ -1,0 +1,1 @@
+"""Semantic deduplication: near-duplicates by meaning (embeddings, cosine similarity)."""
