@@ -47,5 +47,7 @@ from .config import Config  # noqa: E402
 from .engine import DedupResult  # noqa: E402
 from .pipeline import deduplicate  # noqa: E402
 from .frames import deduplicate_frame  # noqa: E402
+from .semantic.api import semantic_deduplicate  # noqa: E402
 
-__all__ = ["Config", "DedupResult", "deduplicate", "deduplicate_frame", "__version__"]
+__all__ = ["Config", "DedupResult", "deduplicate", "deduplicate_frame", "semantic_deduplicate",
+           "__version__"]

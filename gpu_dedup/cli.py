@@ -591,6 +591,54 @@ def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, wo
         echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
 
 
+@main.command(context_settings=CONTEXT)
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--output", "-o", required=True,
+              help="Output directory: clusters.parquet, pairs.parquet, data/, report.json and "
+                   "report.html, as for run.")
+@click.option("--threshold", "-t", type=float, default=0.9, show_default=True,
+              help="Cosine at or above which two documents are duplicates.")
+@click.option("--search", default="auto", show_default=True,
+              help="exact: compare every pair; kmeans: within k-means clusters and the --probe "
+                   "nearest other clusters; auto: exact while it fits a time bound.")
+@click.option("--probe", type=int, default=2, show_default=True,
+              help="With kmeans: the nearest other clusters each document is also compared in.")
+@click.option("--clusters", "n_clusters", type=int, default=None,
+              help="With kmeans: how many clusters (default: the square root of the documents).")
+@click.option("--keep", default="first", show_default=True,
+              help="Keep priority: first (input order) or longest.")
+@click.option("--model", default=None, metavar="PATH",
+              help="A local model2vec folder (default: the static embeddings bundled with the "
+                   "wordllama package); models are never downloaded.")
+@click.option("--work-dir", default=None, metavar="PATH",
+              help="Where an out-of-core run keeps its stage outputs (default: beside "
+                   "--output); rerunning after a crash resumes from what was completed.")
+@click.option("--keep-work-dir", is_flag=True,
+              help="Keep the work directory after a successful run.")
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@_exec_options
+def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, work_dir,
+             keep_work_dir, overwrite, text_field, id_field, on_bad_record, device,
+             memory_limit, scheduler, workers, quiet, as_json):
+    """Semantic deduplication: remove the documents of INPUTS whose embedding's
+    cosine to a kept document reaches --threshold (SemDeDup's rule, greedy:
+    each removed document names the kept one it duplicates)."""
+    from .semantic.api import run as run_semantic
+    if quiet:
+        _quiet_logs()
+    report = run_semantic(inputs, output, threshold=threshold, search=search, probe=probe,
+                          n_clusters=n_clusters, keep=keep, model=model, overwrite=overwrite,
+                          work_dir=work_dir, keep_work_dir=keep_work_dir,
+                          **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
+                                     scheduler, workers))
+    if as_json:
+        echo(_json({k: report[k] for k in ("documents", "threshold", "model", "search")}))
+    elif not quiet:
+        d = report["documents"]
+        echo(f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} at cosine "
+             f">= {report['threshold']:g} ({report['search']['mode']} search)")
+        echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
+
 
 for _command in (tune, demo, doctor):     # the commands that read no corpus
     main.add_command(_command)

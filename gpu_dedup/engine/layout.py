@@ -109,14 +109,16 @@ HASH = "hash"
 VOCAB = "vocab"
 WINDOWS = "windows"
 CUT = "cut"
+EMBED = "embed"
 
 #: The folders of a work directory, by their names as written.
-FOLDERS = (INPUT, READ, EXACT, SIGNATURES, BUCKETS, SELECT, ASSIGN, STAGE)
+FOLDERS = (INPUT, READ, EXACT, SIGNATURES, BUCKETS, SELECT, ASSIGN, STAGE, EMBED)
 #: Folders written once per seed of the unit hashes: ``NAME{seed}``.
 SEEDED = (HASH, VOCAB, WINDOWS, CUT)
 #: The folders each runner's stages write (besides ``input``).
 NEAR_DUPLICATE_FOLDERS = (READ, EXACT, SIGNATURES, BUCKETS, SELECT, ASSIGN, STAGE)
 SUBSTRING_FOLDERS = (READ, STAGE) + SEEDED
+SEMANTIC_FOLDERS = (READ, EMBED, SELECT, ASSIGN, STAGE)
 
 
 def file(unit: str, name: str) -> str:
@@ -316,6 +318,17 @@ def assign_chunk(key: str) -> str:
 def final_file(key: str, name: str) -> str:
     """Array ``name`` (of :data:`FINAL` or :data:`TARGETS`) of the chunk ``key``."""
     return file(assign_chunk(key), f"{name}.npy")
+
+
+def embed_chunk(key: str) -> str:
+    """The embed unit of the chunk ``key`` (semantic deduplication): its
+    ``EMBEDDINGS`` (float32, a row a document) and, for ``keep="longest"``,
+    ``LENGTHS``."""
+    return f"{EMBED}/{key}"
+
+
+#: A chunk's embeddings (semantic deduplication).
+EMBEDDINGS = "embeddings.npy"
 
 
 def score_batch(prefix: str, call: int, i: int) -> str:

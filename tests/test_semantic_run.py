@@ -1,0 +1,205 @@
+"""``gpu-dedup semantic`` and ``semantic_deduplicate`` through the engine:
+removals justified by the exact cosine of the bundled model's embeddings,
+planted rewordings found, the same outputs in memory, out of core, on
+threads and after a rerun, and bad options refused with one line."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+
+from gpu_dedup import semantic_deduplicate
+from gpu_dedup.cli import main
+from gpu_dedup.semantic.embed import bundled_model
+from realtext import paragraphs
+
+THRESHOLD = 0.95
+OUTPUTS = ("clusters.parquet", "pairs.parquet")
+
+
+def _reworded(text: str, rng: random.Random) -> str:
+    """A near copy: a word dropped, two neighbours swapped, a closing remark."""
+    words = text.split()
+    if len(words) > 8:
+        del words[rng.randrange(len(words))]
+        i = rng.randrange(len(words) - 1)
+        words[i], words[i + 1] = words[i + 1], words[i]
+    return " ".join(words) + rng.choice([" See above.", " (edited)", " Thanks."])
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Real paragraphs of 200 bytes or more, then 60 near copies of some of
+    them and 5 exact copies, shuffled: the JSONL file (with ids), the texts
+    and ids in its order, and each planted copy's id with its original's."""
+    rng = random.Random(5)
+    base = [p for p in paragraphs() if len(p) >= 200][:400]
+    planted = {}
+    texts = list(base)
+    for k in rng.sample(range(len(base)), 60):
+        planted[len(texts)] = k
+        texts.append(_reworded(base[k], rng))
+    for k in rng.sample(range(len(base)), 5):
+        planted[len(texts)] = k
+        texts.append(base[k])
+    order = list(range(len(texts)))
+    rng.shuffle(order)
+    folder = tmp_path_factory.mktemp("semantic")
+    path = folder / "in.jsonl"
+    with open(path, "w") as f:
+        for i in order:
+            f.write(json.dumps({"id": f"d{i}", "text": texts[i]}) + "\n")
+    return str(path), [texts[i] for i in order], [f"d{i}" for i in order], \
+        {f"d{i}": f"d{k}" for i, k in planted.items()}
+
+
+def _run(args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def _cli(path, out, *extra):
+    r = _run(["semantic", path, "--output", out, "--threshold", THRESHOLD, "-q", *extra])
+    assert r.exit_code == 0, r.output
+    return json.load(open(os.path.join(out, "report.json")))
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def test_removals_are_justified_and_planted_copies_found(corpus, tmp_path):
+    path, texts, ids, planted = corpus
+    out = str(tmp_path / "out")
+    report = _cli(path, out)
+    t = pq.read_table(os.path.join(out, "clusters.parquet")).to_pydict()
+    assert t["id"] == ids                                   # every document, in input order
+    kept = np.array(t["kept"])
+    assert report["documents"] == {"in": len(ids), "kept": int(kept.sum()),
+                                   "removed": int((~kept).sum())}
+    emb = bundled_model().embed(texts)
+    pos = {d: i for i, d in enumerate(ids)}
+    for i in np.flatnonzero(~kept):
+        j = pos[t["duplicate_of"][i]]
+        assert kept[j] and j != i
+        cos = float(np.dot(emb[i].astype(np.float64), emb[j].astype(np.float64)))
+        assert cos >= THRESHOLD and abs(cos - t["similarity"][i]) < 1e-6
+        assert t["cluster"][i] == j and t["cluster"][j] == j
+    removed = {ids[i] for i in np.flatnonzero(~kept)}
+    # of each planted copy and its original, one goes: the exact copies
+    # always; most reworded ones (a dropped word, a swap and a remark move a
+    # short paragraph's mean vector: 5 of these 60 fall below 0.9)
+    found = sum(c in removed or o in removed for c, o in planted.items())
+    assert found >= 0.8 * len(planted), (found, len(planted))
+    exact = [c for c, o in planted.items() if texts[ids.index(c)] == texts[ids.index(o)]]
+    assert len(exact) == 5 and all(c in removed or o in removed for c in exact
+                                   for o in [planted[c]])
+    # residual: no two kept documents at the threshold (exact search)
+    k = np.flatnonzero(kept)
+    sims = emb[k].astype(np.float64) @ emb[k].astype(np.float64).T
+    np.fill_diagonal(sims, 0)
+    assert sims.max() < THRESHOLD
+    # data/ holds the kept records, byte for byte, in input order
+    lines = open(os.path.join(out, "data", "in.jsonl")).read().splitlines()
+    src = open(path).read().splitlines()
+    assert lines == [src[i] for i in k]
+    pairs = pq.read_table(os.path.join(out, "pairs.parquet")).to_pydict()
+    assert len(pairs["id_a"]) >= len(removed)
+    assert report["model"]["dim"] == 256 and report["search"]["mode"] == "exact"
+
+
+def test_every_way_of_running_writes_the_same_bytes(corpus, tmp_path):
+    path, *_ = corpus
+    ref = str(tmp_path / "ref")
+    _cli(path, ref)
+    runs = {"out_of_core": ["--memory-limit", "256MiB", "--work-dir", tmp_path / "w1"],
+            "threads": ["--scheduler", "threads", "--workers", "2"],
+            "kmeans_all_probes": ["--search", "kmeans", "--clusters", "4", "--probe", "3"]}
+    for name, extra in runs.items():
+        out = str(tmp_path / name)
+        report = _cli(path, out, *extra)
+        for f in OUTPUTS:
+            assert _read(os.path.join(ref, f)) == _read(os.path.join(out, f)), (name, f)
+        if name == "out_of_core":
+            assert report["work"]["store"] == "disk"
+    # many small chunks on disk, embedded by two worker processes
+    from gpu_dedup.semantic.api import run
+    out = str(tmp_path / "processes")
+    report = run([path], out, threshold=THRESHOLD, partition_bytes="16KiB",
+                 work_dir=str(tmp_path / "w2"), scheduler="processes", workers=2, html=False)
+    assert report["work"]["units"]["embed"] >= 4
+    assert len({p["pid"] for p in report["memory"]["processes"]}) == 3
+    for f in OUTPUTS:
+        assert _read(os.path.join(ref, f)) == _read(os.path.join(out, f)), ("processes", f)
+
+
+def test_a_rerun_on_its_work_directory_reuses_the_embeddings(corpus, tmp_path):
+    path, *_ = corpus
+    work = tmp_path / "work"
+    first = _cli(path, str(tmp_path / "a"), "--work-dir", work, "--keep-work-dir")
+    again = _cli(path, str(tmp_path / "b"), "--work-dir", work, "--keep-work-dir")
+    assert first["work"]["reused"].get("embed", 0) == 0
+    assert again["work"]["reused"]["embed"] == again["work"]["units"]["embed"] >= 1
+    for f in OUTPUTS:
+        assert _read(tmp_path / "a" / f) == _read(tmp_path / "b" / f)
+
+
+def test_keep_longest_keeps_the_longest_of_each_cluster(corpus, tmp_path):
+    path, texts, ids, _ = corpus
+    out = str(tmp_path / "out")
+    _cli(path, out, "--keep", "longest")
+    t = pq.read_table(os.path.join(out, "clusters.parquet")).to_pydict()
+    pos = {d: i for i, d in enumerate(ids)}
+    lengths = [len(x) for x in texts]
+    for i, k in enumerate(t["kept"]):
+        if not k:
+            j = pos[t["duplicate_of"][i]]
+            assert (lengths[j], -j) > (lengths[i], -i)     # kept earlier in priority
+
+
+def test_the_library_gives_what_the_command_writes(corpus, tmp_path):
+    path, texts, ids, _ = corpus
+    out = str(tmp_path / "out")
+    _cli(path, out)
+    t = pq.read_table(os.path.join(out, "clusters.parquet")).to_pydict()
+    r = semantic_deduplicate(texts, threshold=THRESHOLD)
+    assert r.kept.tolist() == t["kept"]
+    assert [ids[d] if d >= 0 else None for d in r.duplicate_of] == t["duplicate_of"]
+    assert r.stats["search"] == "exact" and r.stats["removed"] == int((~r.kept).sum())
+    # and over the same embeddings given directly
+    e = semantic_deduplicate(embeddings=bundled_model().embed(texts), threshold=THRESHOLD)
+    np.testing.assert_array_equal(e.kept, r.kept)
+    np.testing.assert_array_equal(e.duplicate_of, r.duplicate_of)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--threshold", "1.5"], "--threshold"),
+    (["--search", "hnsw"], "--search"),
+    (["--keep", "shortest"], "--keep"),
+    (["--probe", "-1"], "--probe"),
+    (["--model", "minishlab/potion-base-8M"], "download"),
+])
+def test_bad_options_exit_2_with_one_line(corpus, tmp_path, args, needle):
+    path, *_ = corpus
+    out = tmp_path / "out"
+    r = _run(["semantic", path, "--output", out, *args])
+    assert r.exit_code == 2
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], r.output
+    assert not out.exists()
+
+
+def test_embeddings_given_directly_are_checked():
+    with pytest.raises(Exception, match="row 1"):
+        semantic_deduplicate(embeddings=np.array([[1.0, 0.0], [np.nan, 1.0]]))
+    with pytest.raises(Exception, match="row 0"):
+        semantic_deduplicate(embeddings=np.zeros((2, 3)))
+    r = semantic_deduplicate(embeddings=pa.array([[1.0, 0.0], [0.99, 0.1], [0.0, 2.0]]).to_pylist(),
+                             threshold=0.9)
+    assert r.kept.tolist() == [True, False, True] and r.duplicate_of.tolist() == [-1, 0, -1]
