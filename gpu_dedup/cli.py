@@ -12,7 +12,6 @@ UTF-8 escaped.
 """
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -22,13 +21,15 @@ import click
 from click.core import ParameterSource
 
 from .version import __version__
+from .cli_corpus import semantic, substr
+from .cli_options import (CONTEXT, as_json_text, exec_kw, exec_options, quiet_logs,
+                          storage_option)
 from .cli_tools import check_num_perm_option, demo, doctor, tune
-from .edge import (clean_tree, echo, environment_message, install_log_filter,
+from .edge import (echo, environment_message, install_log_filter,
                    is_environment_error, one_line, quiet_stdout, remember_secrets,
                    usage_message)
 from .errors import DedupError
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 
 def _fail(message: str, debug: bool = False, code: int = 2):
@@ -52,11 +53,6 @@ def _fail_environment(exc: OSError, debug: bool):
     if isinstance(exc, BrokenPipeError):
         quiet_stdout()
     _fail(environment_message(exc), debug)
-
-
-def _json(obj) -> str:
-    """``--json`` output: credentials masked, names printable."""
-    return json.dumps(clean_tree(obj))
 
 
 class _Group(click.Group):
@@ -120,29 +116,6 @@ _CONFIG_FIELDS = [("shingle", "shingle", str), ("ngram", "ngram", int),
                   ("similarity", "similarity", str), ("verify", "verify", bool),
                   ("exact", "exact", bool), ("keep", "keep", str),
                   ("cluster", "cluster", str), ("bucket_limit", "bucket_limit", int)]
-
-
-def _storage_callback(ctx, param, value):
-    if value is None:
-        return
-    try:
-        opts = json.loads(value)
-    except ValueError:
-        raise click.BadParameter("not valid JSON (the value is not shown: it may hold "
-                                 "credentials)") from None
-    if not isinstance(opts, dict):
-        raise click.BadParameter("must be a JSON object of filesystem options")
-    from .io.fs import set_storage_options
-    set_storage_options(opts)
-
-
-_storage_option = click.option(
-    "--storage-options", metavar="JSON", default=None, expose_value=False, is_eager=True,
-    callback=_storage_callback,
-    help="Options of the s3:// (gs://, az://) filesystem as a JSON object, e.g. "
-         "'{\"endpoint_override\": \"host:9000\", \"scheme\": \"http\"}' (pyarrow's "
-         "S3FileSystem arguments); by default credentials and endpoints come from the usual "
-         "places (AWS_* variables, ~/.aws). Never printed or saved.")
 
 
 def _config_options(f):
@@ -273,10 +246,6 @@ def _check_gpu_memory(ctx, param, value):
     return value
 
 
-def _quiet_logs():
-    logging.getLogger("gpu_dedup").setLevel(logging.ERROR)
-
-
 @main.command(context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--output", "-o", required=True,
@@ -322,7 +291,7 @@ def _quiet_logs():
                    "documents came first in the same run; repeat for several. The options "
                    "that define similarity are the index's (giving a different one is "
                    "refused).")
-@_storage_option
+@storage_option
 @click.pass_context
 def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_memory,
         memory_limit, scheduler, workers, work_dir, keep_work_dir,
@@ -345,7 +314,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         from .pipeline import run as run_pipeline
         config, extra = res.config, {}
     if quiet:
-        _quiet_logs()
+        quiet_logs()
     prog = progress.StageProgress() if progress.wanted(quiet) else None
     try:
         if prog is not None:
@@ -366,7 +335,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         echo(report["device"] if report["device"].startswith("auto") else
              f"device: {report['device']}", err=True)
     if as_json:
-        echo(_json({k: report[k] for k in ("documents", "clusters", "edges", "selection",
+        echo(as_json_text({k: report[k] for k in ("documents", "clusters", "edges", "selection",
                                            "bad_records", "seconds", "device")}))
     elif not quiet:
         echo(summary_line(report))
@@ -399,38 +368,6 @@ def config_list():
         echo(f"{name:<12} {c.name:<42} {preset_path(name)}")
 
 
-def _exec_options(f):
-    """Options of a command that runs the engine over inputs."""
-    opts = [
-        _storage_option,
-        click.option("--text-field", default="text", show_default=True,
-                     help="Field holding the text."),
-        click.option("--id-field", default="id", show_default=True,
-                     help="Field holding a unique id ('none' to generate FILE:LINE ids)."),
-        click.option("--on-bad-record", type=click.Choice(["error", "skip"]), default="error",
-                     show_default=True, help="Stop at a malformed record, or skip and count it."),
-        click.option("--device", type=click.Choice(["cpu", "gpu", "auto"]), default="cpu",
-                     show_default=True, help="Where to run: cpu, gpu, or auto."),
-        click.option("--memory-limit", default=None, metavar="SIZE",
-                     help="Memory budget, e.g. 4GiB (default: a safe share of RAM)."),
-        click.option("--scheduler", default="none", show_default=True, metavar="SPEC",
-                     help="none, threads, processes or tcp://HOST:PORT (as for run)."),
-        click.option("--workers", type=int, default=None, help="Threads or worker processes."),
-        click.option("--quiet", "-q", is_flag=True, help="Print nothing on success."),
-        click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
-    ]
-    for o in reversed(opts):
-        f = o(f)
-    return f
-
-
-def _exec_kw(text_field, id_field, on_bad_record, device, memory_limit, scheduler, workers):
-    return {"text_field": text_field,
-            "id_field": None if id_field.lower() == "none" else id_field,
-            "on_bad_record": on_bad_record, "device": device, "memory_limit": memory_limit,
-            "scheduler": scheduler, "workers": workers}
-
-
 @main.group(context_settings=CONTEXT)
 def index():
     """A persistent index of kept documents, to deduplicate new data against
@@ -443,7 +380,7 @@ def index():
 @click.option("--index", "index_dir", required=True, metavar="DIR",
               help="The new index folder (must not exist, or be empty).")
 @_config_options
-@_exec_options
+@exec_options
 @click.pass_context
 def index_build(ctx, inputs, index_dir, text_field, id_field, on_bad_record, device,
                 memory_limit, scheduler, workers, quiet, as_json, **kw):
@@ -451,9 +388,9 @@ def index_build(ctx, inputs, index_dir, text_field, id_field, on_bad_record, dev
     from . import index as ix
     res = _resolve_config(ctx, kw, warn=not quiet)
     if quiet:
-        _quiet_logs()
+        quiet_logs()
     report = ix.build(inputs, index_dir, res.config,
-                      **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
+                      **exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
                                  scheduler, workers))
     _index_done(report, "built", report["documents"]["kept"], quiet, as_json)
 
@@ -461,7 +398,7 @@ def index_build(ctx, inputs, index_dir, text_field, id_field, on_bad_record, dev
 @index.command("add", context_settings=CONTEXT)
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--index", "index_dir", required=True, metavar="DIR", help="The index folder.")
-@_exec_options
+@exec_options
 def index_add(inputs, index_dir, text_field, id_field, on_bad_record, device, memory_limit,
               scheduler, workers, quiet, as_json):
     """Append the documents of INPUTS that are not duplicates of the index or
@@ -469,8 +406,8 @@ def index_add(inputs, index_dir, text_field, id_field, on_bad_record, device, me
     twice adds nothing."""
     from . import index as ix
     if quiet:
-        _quiet_logs()
-    report = ix.add(inputs, index_dir, **_exec_kw(text_field, id_field, on_bad_record, device,
+        quiet_logs()
+    report = ix.add(inputs, index_dir, **exec_kw(text_field, id_field, on_bad_record, device,
                                                   memory_limit, scheduler, workers))
     _index_done(report, "added", report["added"], quiet, as_json)
 
@@ -478,7 +415,7 @@ def index_add(inputs, index_dir, text_field, id_field, on_bad_record, device, me
 def _index_done(report: dict, verb: str, n: int, quiet: bool, as_json: bool) -> None:
     info = report["index"]
     if as_json:
-        echo(_json({"documents": report["documents"], verb: n, "index": info}))
+        echo(as_json_text({"documents": report["documents"], verb: n, "index": info}))
     elif not quiet:
         d = report["documents"]
         echo(f"{d['in']:,} documents read, {n:,} {verb}; the index {info['index']} "
@@ -493,7 +430,7 @@ def index_info(index_dir, as_json):
     from . import index as ix
     info = ix.info(index_dir)
     if as_json:
-        echo(_json(info))
+        echo(as_json_text(info))
         return
     echo(f"{info['index']}: {info['docs']:,} documents in {len(info['parts'])} part(s)")
     echo("options: " + ", ".join(f"{k}={v}" for k, v in info["options"].items()))
@@ -534,113 +471,14 @@ def overlap(inputs, index_dir, output, threshold, text_field, id_field, overwrit
                          overwrite=overwrite, device=device, gpu_memory=gpu_memory)
     s = report["summary"]
     if as_json:
-        echo(_json(s))
+        echo(as_json_text(s))
     elif not quiet:
         echo(f"{s['items']:,} items: {s['flagged']:,} flagged ({s['near_duplicate']:,} "
              f"near-duplicate, {s['contained']:,} contained) at {s['threshold']:g}")
         echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
 
 
-@main.command(context_settings=CONTEXT)
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("--output", "-o", required=True,
-              help="Output directory: spans.parquet, documents.parquet, data/, report.json "
-                   "and report.html.")
-@click.option("--unit", default="word", show_default=True,
-              help="Units: word (runs of non-whitespace) or char (code points).")
-@click.option("--min-length", "-L", type=int, default=50, show_default=True,
-              help="A repeated passage is a run of at least this many units.")
-@click.option("--keep", default="first", show_default=True,
-              help="first: remove every occurrence but the first; none: remove every "
-                   "occurrence of a repeated passage.")
-@click.option("--min-doc-length", type=int, default=0, show_default=True,
-              help="Drop a document left with fewer units than this.")
-@click.option("--normalize", default="none", show_default=True,
-              help="Steps applied to each unit before comparing (nfkc, lower, punct, digits); "
-                   "offsets stay those of the original text.")
-@click.option("--work-dir", default=None, metavar="PATH",
-              help="Where an out-of-core run keeps its stage outputs (default: beside "
-                   "--output); rerunning after a crash resumes from what was completed.")
-@click.option("--keep-work-dir", is_flag=True,
-              help="Keep the work directory after a successful run.")
-@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-@_exec_options
-def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, work_dir,
-           keep_work_dir, overwrite, text_field, id_field, on_bad_record, device, memory_limit,
-           scheduler, workers, quiet, as_json):
-    """Exact-substring deduplication: cut every repeated passage of at least
-    --min-length units out of the documents of INPUTS (all occurrences but the
-    first, or all), after Lee et al. (2021). Runs out of core under
-    --memory-limit, on Dask with --scheduler, and on the GPU with --device."""
-    from .config import parse_normalize
-    from .substr import run as run_substr
-    if quiet:
-        _quiet_logs()
-    report = run_substr(inputs, output, unit=unit, min_length=min_length, keep=keep,
-                        min_doc_length=min_doc_length, normalize=parse_normalize(normalize),
-                        overwrite=overwrite, work_dir=work_dir, keep_work_dir=keep_work_dir,
-                        **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
-                                   scheduler, workers))
-    if as_json:
-        echo(_json({k: report[k] for k in ("documents", "units", "bytes", "spans")}))
-    elif not quiet:
-        d, u = report["documents"], report["units"]
-        echo(f"{d['in']:,} documents: removed {u['removed']:,} of {u['total']:,} "
-             f"{u['unit']}s ({100 * u['removed_share']:.2f}%) in "
-             f"{report['spans']['count']:,} spans; dropped {d['dropped']:,}")
-        echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
-
-
-@main.command(context_settings=CONTEXT)
-@click.argument("inputs", nargs=-1, required=True)
-@click.option("--output", "-o", required=True,
-              help="Output directory: clusters.parquet, pairs.parquet, data/, report.json and "
-                   "report.html, as for run.")
-@click.option("--threshold", "-t", type=float, default=0.9, show_default=True,
-              help="Cosine at or above which two documents are duplicates.")
-@click.option("--search", default="auto", show_default=True,
-              help="exact: compare every pair; kmeans: within k-means clusters and the --probe "
-                   "nearest other clusters; auto: exact while it fits a time bound.")
-@click.option("--probe", type=int, default=2, show_default=True,
-              help="With kmeans: the nearest other clusters each document is also compared in.")
-@click.option("--clusters", "n_clusters", type=int, default=None,
-              help="With kmeans: how many clusters (default: the square root of the documents).")
-@click.option("--keep", default="first", show_default=True,
-              help="Keep priority: first (input order) or longest.")
-@click.option("--model", default=None, metavar="PATH",
-              help="A local model2vec folder (default: the static embeddings bundled with the "
-                   "wordllama package); models are never downloaded.")
-@click.option("--work-dir", default=None, metavar="PATH",
-              help="Where an out-of-core run keeps its stage outputs (default: beside "
-                   "--output); rerunning after a crash resumes from what was completed.")
-@click.option("--keep-work-dir", is_flag=True,
-              help="Keep the work directory after a successful run.")
-@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
-@_exec_options
-def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, work_dir,
-             keep_work_dir, overwrite, text_field, id_field, on_bad_record, device,
-             memory_limit, scheduler, workers, quiet, as_json):
-    """Semantic deduplication: remove the documents of INPUTS whose embedding's
-    cosine to a kept document reaches --threshold (SemDeDup's rule, greedy:
-    each removed document names the kept one it duplicates)."""
-    from .semantic.api import run as run_semantic
-    if quiet:
-        _quiet_logs()
-    report = run_semantic(inputs, output, threshold=threshold, search=search, probe=probe,
-                          n_clusters=n_clusters, keep=keep, model=model, overwrite=overwrite,
-                          work_dir=work_dir, keep_work_dir=keep_work_dir,
-                          **_exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
-                                     scheduler, workers))
-    if as_json:
-        echo(_json({k: report[k] for k in ("documents", "threshold", "model", "search")}))
-    elif not quiet:
-        d = report["documents"]
-        echo(f"{d['in']:,} documents: kept {d['kept']:,}, removed {d['removed']:,} at cosine "
-             f">= {report['threshold']:g} ({report['search']['mode']} search)")
-        echo(f"report: {os.path.join(os.path.abspath(output), 'report.html')}")
-
-
-for _command in (tune, demo, doctor):     # the commands that read no corpus
+for _command in (substr, semantic, tune, demo, doctor):
     main.add_command(_command)
 
 
