@@ -23,7 +23,7 @@ from click.core import ParameterSource
 from .version import __version__
 from .cli_corpus import semantic, substr
 from .cli_options import (CONTEXT, as_json_text, exec_kw, exec_options, quiet_logs,
-                          storage_option)
+                          storage_option, work_options)
 from .cli_tools import check_num_perm_option, demo, doctor, tune
 from .edge import (echo, environment_message, install_log_filter,
                    is_environment_error, one_line, quiet_stdout, remember_secrets,
@@ -275,12 +275,7 @@ def _check_gpu_memory(ctx, param, value):
                    "of a running Dask scheduler.")
 @click.option("--workers", type=int, default=None,
               help="Threads or worker processes for --scheduler threads|processes.")
-@click.option("--work-dir", default=None, metavar="PATH",
-              help="Where a bounded-memory run keeps its stage outputs (default: beside "
-                   "--output); rerunning after a crash resumes from what was completed.")
-@click.option("--keep-work-dir", is_flag=True,
-              help="Keep the work directory after a successful run.")
-@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@work_options
 @click.option("--html/--no-html", default=True, show_default=True,
               help="Also write report.html.")
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing on success (no progress).")

@@ -8,7 +8,8 @@ import os
 
 import click
 
-from .cli_options import CONTEXT, as_json_text, exec_kw, exec_options, quiet_logs
+from .cli_options import (CONTEXT, as_json_text, exec_kw, exec_options, quiet_logs,
+                          work_options)
 from .edge import echo
 
 
@@ -29,12 +30,7 @@ from .edge import echo
 @click.option("--normalize", default="none", show_default=True,
               help="Steps applied to each unit before comparing (nfkc, lower, punct, digits); "
                    "offsets stay those of the original text.")
-@click.option("--work-dir", default=None, metavar="PATH",
-              help="Where an out-of-core run keeps its stage outputs (default: beside "
-                   "--output); rerunning after a crash resumes from what was completed.")
-@click.option("--keep-work-dir", is_flag=True,
-              help="Keep the work directory after a successful run.")
-@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@work_options
 @exec_options
 def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, work_dir,
            keep_work_dir, overwrite, text_field, id_field, on_bad_record, device, memory_limit,
@@ -81,12 +77,7 @@ def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, wo
 @click.option("--model", default=None, metavar="PATH",
               help="A local model2vec folder (default: the static embeddings bundled with the "
                    "wordllama package); models are never downloaded.")
-@click.option("--work-dir", default=None, metavar="PATH",
-              help="Where an out-of-core run keeps its stage outputs (default: beside "
-                   "--output); rerunning after a crash resumes from what was completed.")
-@click.option("--keep-work-dir", is_flag=True,
-              help="Keep the work directory after a successful run.")
-@click.option("--overwrite", is_flag=True, help="Replace a non-empty output directory.")
+@work_options
 @exec_options
 def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, work_dir,
              keep_work_dir, overwrite, text_field, id_field, on_bad_record, device,

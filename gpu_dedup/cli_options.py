@@ -67,6 +67,21 @@ def exec_options(f):
     return f
 
 
+def work_options(f):
+    """``--work-dir``, ``--keep-work-dir`` and ``--overwrite``."""
+    for o in reversed([
+            click.option("--work-dir", default=None, metavar="PATH",
+                         help="Where an out-of-core run keeps its stage outputs (default: "
+                              "beside --output); rerunning after a crash resumes from what "
+                              "was completed."),
+            click.option("--keep-work-dir", is_flag=True,
+                         help="Keep the work directory after a successful run."),
+            click.option("--overwrite", is_flag=True,
+                         help="Replace a non-empty output directory.")]):
+        f = o(f)
+    return f
+
+
 def exec_kw(text_field, id_field, on_bad_record, device, memory_limit, scheduler, workers):
     """The keyword arguments of a command's library call from :func:`exec_options`."""
     return {"text_field": text_field,
