@@ -35,7 +35,8 @@ _SUPPORTED = "a pyarrow.Table, a pandas or Polars DataFrame, or a datasets.Datas
 
 
 def deduplicate_frame(frame, text: str = "text", id: str | None = None,
-                      config: Config | None = None, **options):
+                      config: Config | None = None, *, semantic: bool = False,
+                      embedding: str | None = None, **options):
     """Find the near-duplicate rows of a table and mark them.
 
     The text column goes to :func:`gpu_dedup.pipeline.deduplicate` as an
@@ -50,6 +51,13 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
             nulls), or None to name documents by their row number
             (``"0"``, ``"1"``, ...).
         config: the run's :class:`gpu_dedup.Config` (defaults if None).
+        semantic: find duplicates by meaning instead
+            (:func:`gpu_dedup.semantic_deduplicate`): ``options`` are then
+            its own (``threshold``, ``search``, ``keep``, ``model``,
+            ``probe``, ``n_clusters``, ``seed``, ``memory_limit``) and
+            ``similarity`` is the cosine.
+        embedding: with ``semantic``, a column of precomputed embeddings
+            (a list of floats a row) to use instead of embedding ``text``.
         **options: :class:`~gpu_dedup.Config` fields that override
             ``config`` (``threshold=0.9``, ``shingle="word"``...); the run
             options of :func:`gpu_dedup.pipeline.deduplicate` (``backend``,
@@ -87,7 +95,15 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
 
     kind = _kind(frame)
     names = _column_names(frame, kind)
-    cfg, run_kw = _split_options(config, options)
+    if semantic:
+        if config is not None:
+            raise ConfigError("deduplicate_frame: a Config is for near-duplicates by shingles; "
+                              "give semantic options as keywords")
+        cfg, run_kw = Config(), {}
+    elif embedding is not None:
+        raise ConfigError("deduplicate_frame: embedding= needs semantic=True")
+    else:
+        cfg, run_kw = _split_options(config, options)
     for col, what in ((text, "text"), (id, "id")):
         if col is not None and col not in names:
             raise ConfigError(f"deduplicate_frame: no {what} column {col!r}; the columns are "
@@ -106,7 +122,8 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
 
     n = len(texts)
     if n:
-        r = deduplicate(texts, cfg, **run_kw)
+        r = (_semantic(frame, kind, names, texts, embedding, options) if semantic
+             else deduplicate(texts, cfg, **run_kw))
         cluster, kept, dup, sim = r.cluster, r.kept, r.duplicate_of, r.similarity
     else:                                   # nothing to run the stages over
         cluster, dup = np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -126,8 +143,28 @@ def deduplicate_frame(frame, text: str = "text", id: str | None = None,
         "duplicate_of": duplicate_of,
         "similarity": pa.array(np.asarray(sim, dtype=np.float64), pa.float64(), mask=kept),
     }
-    key = f"{cfg.to_dict()!r}|{text!r}|{id!r}"
+    key = (f"semantic {sorted(options.items())!r} {embedding!r}" if semantic
+           else f"{cfg.to_dict()!r}") + f"|{text!r}|{id!r}"
     return _attach(frame, kind, columns, key)
+
+
+def _semantic(frame, kind: str, names, texts, embedding, options: dict):
+    """:func:`gpu_dedup.semantic_deduplicate` of the frame's texts, or of its
+    column ``embedding``."""
+    from .semantic.api import semantic_deduplicate
+    allowed = ("threshold", "search", "keep", "model", "probe", "n_clusters", "seed",
+               "memory_limit")
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise ConfigError(f"deduplicate_frame: unknown semantic option(s) "
+                          f"{', '.join(map(repr, unknown))}; give {', '.join(allowed)}")
+    if embedding is None:
+        return semantic_deduplicate(texts, **options)
+    if embedding not in names:
+        raise ConfigError(f"deduplicate_frame: no embedding column {embedding!r}")
+    from .semantic.embed import embeddings_from_column
+    emb = embeddings_from_column(_column(frame, kind, embedding), f"column {embedding!r}")
+    return semantic_deduplicate(embeddings=emb, **options)
 
 
 # ---------------------------------------------------------------------------

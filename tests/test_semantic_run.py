@@ -203,3 +203,28 @@ def test_embeddings_given_directly_are_checked():
     r = semantic_deduplicate(embeddings=pa.array([[1.0, 0.0], [0.99, 0.1], [0.0, 2.0]]).to_pylist(),
                              threshold=0.9)
     assert r.kept.tolist() == [True, False, True] and r.duplicate_of.tolist() == [-1, 0, -1]
+
+
+def test_frames_mark_semantic_duplicates_from_texts_or_an_embedding_column(corpus):
+    import pandas as pd
+    from gpu_dedup import deduplicate_frame
+    from gpu_dedup.errors import ConfigError
+    _, texts, ids, _ = corpus
+    table = pa.table({"id": ids, "text": texts})
+    out = deduplicate_frame(table, id="id", semantic=True, threshold=THRESHOLD)
+    r = semantic_deduplicate(texts, threshold=THRESHOLD)
+    assert out["kept"].to_pylist() == r.kept.tolist() and (~r.kept).sum() > 20
+    assert out["duplicate_of"].to_pylist() == [ids[d] if d >= 0 else None
+                                               for d in r.duplicate_of]
+    emb = bundled_model().embed(texts)
+    frame = pd.DataFrame({"id": ids, "text": texts, "vec": list(emb.astype(np.float64))})
+    got = deduplicate_frame(frame, id="id", semantic=True, embedding="vec", threshold=THRESHOLD)
+    assert got["kept"].tolist() == r.kept.tolist()
+    assert list(got.columns[:3]) == ["id", "text", "vec"]
+    frame.loc[3, "vec"] = np.full(256, np.nan)
+    with pytest.raises(Exception, match="'vec'.*:4"):
+        deduplicate_frame(frame, id="id", semantic=True, embedding="vec")
+    with pytest.raises(ConfigError, match="embedding= needs semantic=True"):
+        deduplicate_frame(table, embedding="vec")
+    with pytest.raises(ConfigError, match="shingle"):
+        deduplicate_frame(table, semantic=True, shingle="word")
