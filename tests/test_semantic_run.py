@@ -18,6 +18,7 @@ from gpu_dedup import semantic_deduplicate
 from gpu_dedup.cli import main
 from gpu_dedup.semantic.embed import bundled_model
 from realtext import paragraphs
+from test_gpu_backend import needs_gpu
 
 THRESHOLD = 0.95
 OUTPUTS = ("clusters.parquet", "pairs.parquet")
@@ -228,3 +229,18 @@ def test_frames_mark_semantic_duplicates_from_texts_or_an_embedding_column(corpu
         deduplicate_frame(table, embedding="vec")
     with pytest.raises(ConfigError, match="shingle"):
         deduplicate_frame(table, semantic=True, shingle="word")
+
+
+@pytest.mark.gpu
+@needs_gpu
+def test_gpu_semantic_run_is_bit_identical_to_cpu(corpus, tmp_path):
+    """On a GPU the products screening pairs run on CuPy; the outputs are the
+    CPU's bytes, the exact and the k-means search alike."""
+    path, *_ = corpus
+    for extra in ([], ["--search", "kmeans", "--clusters", "5", "--probe", "1"]):
+        cpu, gpu = str(tmp_path / "cpu"), str(tmp_path / "gpu")
+        _cli(path, cpu, "--overwrite", *extra)
+        report = _cli(path, gpu, "--device", "gpu", "--overwrite", *extra)
+        assert report["device"].startswith("gpu"), report["device"]
+        for f in OUTPUTS:
+            assert _read(os.path.join(cpu, f)) == _read(os.path.join(gpu, f)), (extra, f)
