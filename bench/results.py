@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy"]
+ORDER = ["checks", "removals", "speed", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
@@ -41,6 +41,8 @@ TITLES = {
     "dask-cluster": "A Dask scheduler and workers on loopback beside one process: "
                     "`python bench/scale.py --cluster`",
     "accuracy": "Accuracy on real text at full size: `python bench/accuracy.py`",
+    "semantic": "Semantic deduplication beside semhash and WordLlama: "
+                "`python bench/semantic.py`",
 }
 
 

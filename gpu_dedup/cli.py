@@ -310,6 +310,8 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         config, extra = res.config, {}
     if quiet:
         quiet_logs()
+    elif (notice := progress.compile_notice()) is not None:
+        echo(notice, err=True)
     prog = progress.StageProgress() if progress.wanted(quiet) else None
     try:
         if prog is not None:

@@ -93,6 +93,8 @@ def demo(output, docs, seed, device, quiet):
     from .pipeline import run as run_pipeline, summary_line
     if docs < 1:
         raise DedupError(f"--docs must be at least 1, got {docs}")
+    if not quiet and (notice := progress.compile_notice()) is not None:
+        echo(notice, err=True)
     if output:
         folder = os.path.abspath(output)
         if (os.path.isdir(folder) and os.listdir(folder)

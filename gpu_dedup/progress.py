@@ -26,6 +26,26 @@ def wanted(quiet: bool = False, stream=None) -> bool:
     return True
 
 
+#: What compiling the CPU kernels takes on a first run (two busy cores: 46 s for the demo).
+COMPILE_SECONDS = "up to a minute"
+
+
+def compile_notice() -> str | None:
+    """The line that tells the user the CPU kernels are being compiled: on the
+    first run on a machine (or after an upgrade), when Numba's cache does not
+    hold them yet; None when it does, or when it cannot tell."""
+    import os
+    try:
+        from .kernels import cpu
+        cached = os.path.exists(cpu.minhash._cache._cache_file._index_path)
+    except (AttributeError, ImportError, OSError, TypeError):   # Numba's cache is no API
+        return None
+    if cached:
+        return None
+    return (f"compiling the kernels for this machine, once ({COMPILE_SECONDS}); later runs "
+            f"load them from Numba's cache")
+
+
 #: Stages that report the fraction done; the others show elapsed seconds.
 FRACTION_STAGES = ("read", "exact", "signatures", "buckets", "select", "write")
 

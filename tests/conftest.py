@@ -263,6 +263,13 @@ SLOW: dict[str, tuple[str, ...]] = {
         "test_near_duplicates_then_repeated_passages",
         "test_the_command_writes_spans_documents_data_and_reports",
     ),
+    "test_compile_notice.py": (
+        "test_the_first_run_says_it_compiles_and_the_next_does_not",
+    ),
+    "test_semantic_run.py": (
+        "test_every_way_of_running_writes_the_same_bytes",
+        "test_removals_are_justified_and_planted_copies_found",
+    ),
     "test_substr_engine.py": (
         "test_a_kill_mid_stage_resumes_to_the_same_bytes",
         "test_a_memory_limit_puts_the_run_on_disk_with_the_same_bytes",
