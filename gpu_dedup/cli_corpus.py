@@ -77,10 +77,13 @@ def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, wo
 @click.option("--model", default=None, metavar="PATH",
               help="A local model2vec folder (default: the static embeddings bundled with the "
                    "wordllama package); models are never downloaded.")
+@click.option("--embedding-field", default=None, metavar="NAME",
+              help="Read each record's embedding (a list of numbers) from this field of the "
+                   "JSONL, Parquet or Arrow inputs instead of embedding the texts.")
 @work_options
 @exec_options
-def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, work_dir,
-             keep_work_dir, overwrite, text_field, id_field, on_bad_record, device,
+def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, embedding_field,
+             work_dir, keep_work_dir, overwrite, text_field, id_field, on_bad_record, device,
              memory_limit, scheduler, workers, quiet, as_json):
     """Semantic deduplication: remove the documents of INPUTS whose embedding's
     cosine to a kept document reaches --threshold (SemDeDup's rule, greedy:
@@ -91,7 +94,8 @@ def semantic(inputs, output, threshold, search, probe, n_clusters, keep, model, 
     from .semantic.api import DEFAULT_THRESHOLD
     threshold = DEFAULT_THRESHOLD if threshold is None else threshold
     report = run_semantic(inputs, output, threshold=threshold, search=search, probe=probe,
-                          n_clusters=n_clusters, keep=keep, model=model, overwrite=overwrite,
+                          n_clusters=n_clusters, keep=keep, model=model,
+                          embedding_field=embedding_field, overwrite=overwrite,
                           work_dir=work_dir, keep_work_dir=keep_work_dir,
                           **exec_kw(text_field, id_field, on_bad_record, device, memory_limit,
                                      scheduler, workers))

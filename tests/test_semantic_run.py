@@ -244,3 +244,93 @@ def test_gpu_semantic_run_is_bit_identical_to_cpu(corpus, tmp_path):
         assert report["device"].startswith("gpu"), report["device"]
         for f in OUTPUTS:
             assert _read(os.path.join(cpu, f)) == _read(os.path.join(gpu, f)), (extra, f)
+
+
+def _with_vectors(folder, texts, ids, emb):
+    """The corpus as three shards whose records carry their embeddings in
+    field ``vec``: JSONL, gzipped JSONL and Parquet."""
+    import gzip
+    os.makedirs(folder, exist_ok=True)
+    k = len(texts) // 3
+    cuts = [(0, k), (k, 2 * k), (2 * k, len(texts))]
+    paths = [os.path.join(folder, n) for n in ("a.jsonl", "b.jsonl.gz", "c.parquet")]
+    for path, (s, e) in zip(paths, cuts):
+        rows = [{"id": ids[i], "text": texts[i], "vec": emb[i].tolist()} for i in range(s, e)]
+        if path.endswith(".parquet"):
+            pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=50)
+        else:
+            with (gzip.open if path.endswith(".gz") else open)(path, "wt") as f:
+                for r in rows:
+                    f.write(json.dumps(r) + "\n")
+    return paths
+
+
+def test_embeddings_read_from_a_field_of_the_records(corpus, tmp_path):
+    """--embedding-field: the vectors of each JSONL and Parquet record, read
+    by line and row, out of core in small chunks the same as in memory, and
+    the same removals as the library over the same vectors."""
+    from gpu_dedup.semantic.api import run
+    _, texts, ids, _ = corpus
+    rng = np.random.default_rng(0)
+    emb = bundled_model().embed(texts).astype(np.float64) * rng.uniform(0.5, 2.0, (len(texts), 1))
+    paths = _with_vectors(str(tmp_path / "in"), texts, ids, emb)
+    ref = str(tmp_path / "ref")
+    report = run(paths, ref, threshold=THRESHOLD, embedding_field="vec", html=False)
+    assert report["model"]["name"] == "field vec" and report["model"]["dim"] == 256
+    t = pq.read_table(os.path.join(ref, "clusters.parquet")).to_pydict()
+    r = semantic_deduplicate(embeddings=emb, threshold=THRESHOLD)
+    assert t["kept"] == r.kept.tolist() and (~r.kept).sum() > 20
+    assert t["duplicate_of"] == [ids[d] if d >= 0 else None for d in r.duplicate_of]
+    out = str(tmp_path / "chunks")
+    run(paths, out, threshold=THRESHOLD, embedding_field="vec", html=False,
+        partition_bytes="16KiB", work_dir=str(tmp_path / "w"))
+    for f in OUTPUTS:
+        assert _read(os.path.join(ref, f)) == _read(os.path.join(out, f)), f
+
+
+@pytest.mark.parametrize("value,why", [
+    ("[1.0, 2.0]", "has 2 values, not 3"),
+    ("[1.0, NaN, 2.0]", "NaN"),
+    ('[1.0, "x", 2.0]', "not"),
+    ("[]", "empty"),
+    ("null", "null"),
+    ("[0, 0, 0]", "zeros"),
+])
+def test_a_bad_embedding_exits_2_naming_its_file_and_line(tmp_path, value, why):
+    path = tmp_path / "in.jsonl"
+    lines = [f'{{"id": "d{i}", "text": "t{i}", "vec": [1.0, {i}.5, 2.0]}}' for i in range(6)]
+    lines.insert(3, "")                         # a blank line still counts as a line
+    lines[4] = f'{{"id": "bad", "text": "t", "vec": {value}}}'
+    path.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    r = _run(["semantic", path, "--output", out, "--embedding-field", "vec"])
+    assert r.exit_code == 2, r.output
+    msg = [x for x in r.output.splitlines() if x.strip()]
+    assert len(msg) == 1 and f"in.jsonl:5:" in msg[0] and why in msg[0], r.output
+    assert not out.exists()
+
+
+def test_a_bad_parquet_embedding_is_named_by_its_row(tmp_path):
+    path = tmp_path / "in.parquet"
+    vec = [[1.0, float(i), 2.0] for i in range(120)]
+    vec[77] = [1.0, 2.0]
+    pq.write_table(pa.table({"id": [f"d{i}" for i in range(120)],
+                             "text": [f"t{i}" for i in range(120)], "vec": vec}), path,
+                   row_group_size=50)
+    r = _run(["semantic", path, "--output", tmp_path / "out", "--embedding-field", "vec"])
+    assert r.exit_code == 2 and "in.parquet:78:" in r.output and "2 values" in r.output, r.output
+    r = _run(["semantic", path, "--output", tmp_path / "out", "--embedding-field", "nope"])
+    assert r.exit_code == 2 and "no field 'nope'" in r.output, r.output
+
+
+def test_embeddings_read_from_an_arrow_file(tmp_path):
+    path = tmp_path / "in.arrow"
+    vec = [[1.0, 0.0, 0.0], [0.99, 0.1, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    table = pa.table({"id": ["a", "b", "c", "d"], "text": ["w", "x", "y", "z"], "vec": vec})
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        w.write_table(table, max_chunksize=2)
+    out = tmp_path / "out"
+    r = _run(["semantic", path, "--output", out, "--embedding-field", "vec", "-t", "0.9", "-q"])
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(out / "clusters.parquet").to_pydict()
+    assert t["kept"] == [True, False, True, True] and t["duplicate_of"][1] == "a"

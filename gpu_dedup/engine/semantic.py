@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import InputError
 from ..kernels import cpu as cpu_kernels
 from ..stages.normalize import text_buffers
 from . import layout
@@ -83,6 +84,9 @@ class SemanticJob:
             (``kmeans``).
         n_clusters: k-means clusters; None for the default.
         seed: k-means' seed.
+        embedding_field: the field of the input records that holds each
+            one's embedding, read instead of embedding the texts; None to
+            embed them with ``model``.
     """
 
     model: str | None
@@ -92,12 +96,13 @@ class SemanticJob:
     probe: int = 2
     n_clusters: int | None = None
     seed: int = 0
+    embedding_field: str | None = None
 
     def key(self) -> dict:
         """What determines the stored results (the work directory's key)."""
         return {"model": self.model, "threshold": self.threshold, "search": self.search,
                 "keep": self.keep, "probe": self.probe, "n_clusters": self.n_clusters,
-                "seed": self.seed}
+                "seed": self.seed, "embedding_field": self.embedding_field}
 
 
 def task_embed(ci: int, ctx: Ctx, job: SemanticJob, docs: Documents) -> dict:
@@ -110,17 +115,47 @@ def task_embed(ci: int, ctx: Ctx, job: SemanticJob, docs: Documents) -> dict:
         return {**meta, "reused": 1}
     texts = st.column(layout.chunk_file(c["key"], layout.TEXT))
     model = embedder_of(job.model)
-    emb = np.ascontiguousarray(model.embed(texts), dtype=np.float32)
+    meta = _save_embeddings(ctx, job, c, model.embed(texts), model.name)
+    return {**meta, "reused": 0}
+
+
+def task_embed_field(item: tuple, ctx: Ctx, job: SemanticJob, docs: Documents) -> dict:
+    """The embeddings of the chunks ``item[1]`` of input shard ``item[0]``,
+    read from the records' field ``job.embedding_field`` in one pass of the
+    file (:mod:`gpu_dedup.semantic.fields`); reused when every chunk of the
+    shard has them."""
+    from ..semantic.fields import chunk_embeddings
+    st = ctx.store
+    chunks = [docs.chunks[ci] for ci in item[1]]
+    metas = [st.done(layout.embed_chunk(c["key"])) for c in chunks]
+    if all(m is not None for m in metas):
+        return {"chunks": metas, "reused": 1}
+    locs = [st.load_npy(layout.chunk_file(c["key"], layout.LOC)) for c in chunks]
+    metas = [_save_embeddings(ctx, job, chunks[i], emb, f"field {job.embedding_field}")
+             for i, emb in chunk_embeddings(chunks, locs, job.embedding_field)]
+    return {"chunks": metas, "reused": 0}
+
+
+def _save_embeddings(ctx: Ctx, job: SemanticJob, c: dict, emb, model: str) -> dict:
+    """Store chunk ``c``'s embeddings (and, for ``keep="longest"``, its
+    documents' lengths), mark its unit done; its metadata (``dim`` None for
+    a chunk of no documents)."""
+    st = ctx.store
+    unit = layout.embed_chunk(c["key"])
+    emb = np.ascontiguousarray(emb, dtype=np.float32)
+    if emb.shape[0] != c["n"]:
+        raise RuntimeError(f"chunk {c['key']}: {emb.shape[0]} embeddings for {c['n']} documents")
     files = [layout.file(unit, layout.EMBEDDINGS)]
     st.save_npy(files[0], emb)
     if job.keep == "longest":
-        off, data = text_buffers(texts)
+        off, data = text_buffers(st.column(layout.chunk_file(c["key"], layout.TEXT)))
         st.save_npy(layout.file(unit, layout.LENGTHS), cpu_kernels.codepoint_lengths(off, data))
         files.append(layout.file(unit, layout.LENGTHS))
-    meta = {"model": model.name, "dim": int(model.dim), "n": int(emb.shape[0]),
+    meta = {"model": model, "dim": int(emb.shape[1]) if emb.shape[0] else None,
+            "n": int(emb.shape[0]), "where": f"{c['path']}:{c['first_line']}",
             "pid": os.getpid()}
     st.mark_done(unit, meta, files)
-    return {**meta, "reused": 0}
+    return meta
 
 
 class SemanticRunner(RunnerBase, RunOutputs):
@@ -152,12 +187,25 @@ class SemanticRunner(RunnerBase, RunOutputs):
     def embed(self, docs: Documents) -> dict:
         meta = self._stage_done("embed")
         if meta is None:
-            res = self._map("embed", task_embed, list(range(len(docs.chunks))), self.job, docs)
-            dims = {r["dim"] for r in res}
-            if len(dims) > 1:
-                raise RuntimeError(f"the chunks were embedded with different dimensions {dims}")
+            if self.job.embedding_field is None:
+                res = self._map("embed", task_embed, list(range(len(docs.chunks))), self.job,
+                                docs)
+            else:                       # a task per input shard: one pass of its file
+                from ..semantic.fields import check_format
+                shards: dict = {}
+                for ci, c in enumerate(docs.chunks):
+                    check_format(c, self.job.embedding_field)
+                    shards.setdefault(c["file"], []).append(ci)
+                res = [m for r in self._map("embed", task_embed_field, list(shards.items()),
+                                            self.job, docs) for m in r["chunks"]]
+            dims = [r["dim"] for r in res if r["dim"] is not None]
+            odd = next((r for r in res if r["dim"] not in (None, dims[0])), None)
+            if odd is not None:
+                raise InputError(f"{odd['where']}: embedding has {odd['dim']} values, not "
+                                 f"{dims[0]} like the first")
+            dims = set(dims)
             meta = {"model": res[0]["model"] if res else None,
-                    "dim": dims.pop() if dims else None, "units": len(res)}
+                    "dim": dims.pop() if dims else 0, "units": len(res)}
             self.store.mark_done(layout.stage("embed"), meta,
                                  units=[layout.embed_chunk(c["key"]) for c in docs.chunks])
         self.embed_meta = meta
@@ -170,7 +218,7 @@ class SemanticRunner(RunnerBase, RunOutputs):
         a = self.store.load_npy(path)
         dim = self.embed_meta.get("dim")
         ok = a.dtype == dtype and a.ndim == ndim and a.shape[0] == c["n"]
-        if ok and ndim == 2:
+        if ok and ndim == 2 and c["n"]:
             ok = a.shape[1] == dim and bool(np.isfinite(a).all())
         if not ok:
             raise RuntimeError(f"{path} holds {a.dtype} {a.shape}, not what the embed stage "
@@ -183,7 +231,9 @@ class SemanticRunner(RunnerBase, RunOutputs):
         out = np.empty((docs.count, dim), dtype=np.float32)
         for ci, c in enumerate(docs.chunks):
             s = int(docs.starts[ci])
-            out[s:s + c["n"]] = self._read_chunk(c, layout.EMBEDDINGS, np.float32, 2)
+            a = self._read_chunk(c, layout.EMBEDDINGS, np.float32, 2)
+            if c["n"]:
+                out[s:s + c["n"]] = a
         return out
 
     def priority(self, docs: Documents):

@@ -214,7 +214,8 @@ def read_arrow_batches(path: str, batches: list[int], row_base: int, text_field:
         r.close()
 
 
-def _batches_of(path: str):
+def batches_of(path: str):
+    """The record batches of an Arrow IPC file (or stream), one at a time."""
     r = _Ipc(path)
     try:
         yield from r.batches()
@@ -274,7 +275,7 @@ def write_kept_ipc(src: str, kept_rows: np.ndarray, dst: str, files: list[str] |
     for f in listed:
         p = contained(src, f, display_name(os.path.join(src, STATE)))
         out = contained(dst, f, display_name(dst))
-        n = sum(b.num_rows for b in _batches_of(p))
+        n = sum(b.num_rows for b in batches_of(p))
         lo = int(np.searchsorted(kept_rows, base + 1, side="left"))
         hi = int(np.searchsorted(kept_rows, base + n, side="right"))
         shifted = None if edit is None else (lambda t, a, b, _o=lo: edit(t, a + _o, b + _o))

@@ -62,12 +62,17 @@ class SemanticResult:
     stats: dict = field(default_factory=dict)
 
 
-def _job(model, threshold, search, keep, probe, n_clusters, seed):
+def _job(model, threshold, search, keep, probe, n_clusters, seed, embedding_field=None):
     from ..engine.semantic import SemanticJob
     check_options(threshold, search, keep, probe, n_clusters)
+    if embedding_field is not None:
+        if model is not None:
+            raise ConfigError("give --model or --embedding-field, not both")
+        if not isinstance(embedding_field, str) or not embedding_field:
+            raise ConfigError(f"--embedding-field must name a field, got {embedding_field!r}")
     return SemanticJob(model=None if model is None else os.path.abspath(str(model)),
                        threshold=float(threshold), search=search, keep=keep, probe=int(probe),
-                       n_clusters=n_clusters, seed=int(seed))
+                       n_clusters=n_clusters, seed=int(seed), embedding_field=embedding_field)
 
 
 def semantic_deduplicate(texts=None, *, embeddings=None, threshold: float = DEFAULT_THRESHOLD,
@@ -206,7 +211,8 @@ class Semantic:
                 "documents": {"in": n, "kept": m["kept"], "removed": m["removed"]},
                 "threshold": job.threshold, "keep": job.keep,
                 "model": {"name": e.get("model"), "dim": e.get("dim"),
-                          "path": job.model, "embedded_on": "cpu"},
+                          "path": job.model, "embedding_field": job.embedding_field,
+                          "embedded_on": None if job.embedding_field else "cpu"},
                 "search": {"mode": m["search"], "requested": job.search,
                            "probe": job.probe if m["search"] == "kmeans" else None,
                            "kmeans_clusters": m["clusters_kmeans"],
@@ -222,15 +228,17 @@ class Semantic:
 
 def run(inputs, output: str, *, threshold: float = DEFAULT_THRESHOLD, search: str = "auto",
         keep: str = "first", model=None, probe: int = 2, n_clusters: int | None = None,
-        seed: int = 0, text_field: str = "text", id_field: str | None = "id",
+        seed: int = 0, embedding_field: str | None = None, text_field: str = "text", id_field: str | None = "id",
         on_bad_record: str = "error", overwrite: bool = False, html: bool = True,
         device: str = "cpu", memory_limit=None, scheduler: str = "none", workers=None,
         work_dir=None, keep_work_dir: bool = False, partition_bytes=None,
         on_progress=None) -> dict:
     """``gpu-dedup semantic``: deduplicate ``inputs`` by meaning into
-    ``output``; returns the report (also report.json)."""
+    ``output``; returns the report (also report.json). ``embedding_field``
+    names the field of the records that holds their embeddings (JSONL,
+    Parquet, Arrow), read instead of embedding the texts."""
     from ..shell import check_on_bad_record, open_files, run_files
-    job = _job(model, threshold, search, keep, probe, n_clusters, seed)
+    job = _job(model, threshold, search, keep, probe, n_clusters, seed, embedding_field)
     check_on_bad_record(on_bad_record)
     if job.model is not None:          # a model that cannot load fails before any work
         from ..engine.semantic import embedder_of

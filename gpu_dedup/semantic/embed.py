@@ -383,13 +383,15 @@ def _token_vectors(tensors: dict, where: str) -> np.ndarray:
 
 # -- precomputed embeddings --------------------------------------------------------
 
-def embeddings_from_column(column, source: str) -> np.ndarray:
+def embeddings_from_column(column, source: str, rows=None) -> np.ndarray:
     """Precomputed embeddings, checked and L2-normalised.
 
     Args:
         column: a pyarrow ``list``/``large_list``/``fixed_size_list`` column
             of numbers (an Array or ChunkedArray), or a Python list of lists.
         source: what the rows are read from, for messages (a file name).
+        rows: the number that names each row in messages (its line in
+            ``source``); None: 1, 2, ...
 
     Returns:
         float32 ``(n, d)``, rows of norm 1 (``(0, 0)`` for no rows).
@@ -403,6 +405,20 @@ def embeddings_from_column(column, source: str) -> np.ndarray:
         >>> embeddings_from_column([[3, 4], [0, 2]], "x.jsonl").tolist()
         [[0.6000000238418579, 0.800000011920929], [0.0, 1.0]]
     """
+    if rows is None:
+        return _checked(column, source)
+    try:
+        return _checked(column, source)
+    except InputError as exc:                 # name the row by its own number
+        msg = str(exc)
+        head, sep, tail = msg[len(source) + 1:].partition(":")
+        if not msg.startswith(f"{source}:") or not sep or not head.isdigit():
+            raise
+        raise InputError(f"{source}:{int(np.asarray(rows)[int(head) - 1])}:{tail}") from None
+
+
+def _checked(column, source: str) -> np.ndarray:
+    """:func:`embeddings_from_column` with rows named 1, 2, ..."""
     if hasattr(column, "type") and hasattr(column, "to_pylist"):
         rows = _arrow_rows(column, source)
     else:
