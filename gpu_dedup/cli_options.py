@@ -24,8 +24,8 @@ def _storage_callback(ctx, param, value):
                                  "credentials)") from None
     if not isinstance(opts, dict):
         raise click.BadParameter("must be a JSON object of filesystem options")
-    from .io.fs import setstorage_options
-    setstorage_options(opts)
+    from .io.fs import set_storage_options
+    set_storage_options(opts)
 
 
 storage_option = click.option(
