@@ -507,10 +507,26 @@ def semantic_select(emb, threshold: float, order=None, *, search: str = "exact",
         centroids, labels = kmeans(emb, k, seed=seed, sample=sample, iters=iters)
         k = centroids.shape[0]
         sets = probe_sets(emb, centroids, labels, probe)
-    kept, dup, sim, a, b, s, compared, screened_out = _select_blocked(
-        emb, threshold, order, labels, sets, k, block, xp, max_bytes)
+    with _blas_threads(1 if xp is np and k > 1 else None):
+        kept, dup, sim, a, b, s, compared, screened_out = _select_blocked(
+            emb, threshold, order, labels, sets, k, block, xp, max_bytes)
     return SemanticSelection(kept, dup, sim, a, b, s, labels if search == "kmeans" else None,
                              int(compared), int(screened_out))
+
+
+def _blas_threads(limit):
+    """A context in which the host BLAS uses at most ``limit`` threads (None:
+    as it is). k-means search multiplies many small matrices, one a cluster:
+    threads started for each cost more than they bring. Without
+    ``threadpoolctl``, nothing changes (the results never depend on it)."""
+    import contextlib
+    if limit is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=limit, user_api="blas")
 
 
 def reference_select(emb, threshold, order=None, labels=None, probe_sets=None):
