@@ -142,21 +142,27 @@ def _from_embeddings(embeddings, job, backend) -> SemanticResult:
 
 def _matrix(embeddings) -> np.ndarray:
     """``embeddings`` as float32 rows of length 1, checked: a NumPy matrix
-    here, anything else by :func:`gpu_dedup.semantic.embed.embeddings_from_column`."""
+    here, a block of rows at a time (never a float64 copy of the whole),
+    anything else by :func:`gpu_dedup.semantic.embed.embeddings_from_column`."""
     if not isinstance(embeddings, np.ndarray):
         from .embed import embeddings_from_column
         return embeddings_from_column(embeddings, "embeddings")
-    e = np.asarray(embeddings, dtype=np.float64)
-    if e.ndim != 2 or e.shape[1] == 0:
-        raise ConfigError(f"embeddings must be a matrix of one row a document, got shape {e.shape}")
-    bad = ~np.isfinite(e).all(axis=1)
-    norm = np.sqrt((e * e).sum(axis=1))
-    bad |= norm == 0
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ConfigError(f"embeddings row {i}: " + ("a NaN or infinite value"
-                          if not np.isfinite(e[i]).all() else "all zeros (no direction)"))
-    return np.ascontiguousarray(e / norm[:, None], dtype=np.float32)
+    if embeddings.ndim != 2 or embeddings.shape[1] == 0:
+        raise ConfigError(f"embeddings must be a matrix of one row a document, got shape "
+                          f"{embeddings.shape}")
+    out = np.empty(embeddings.shape, np.float32)
+    step = max(1, (16 << 20) // (8 * embeddings.shape[1]))
+    for lo in range(0, embeddings.shape[0], step):
+        e = np.asarray(embeddings[lo:lo + step], dtype=np.float64)
+        finite = np.isfinite(e).all(axis=1)
+        norm = np.sqrt((np.where(finite[:, None], e, 0) ** 2).sum(axis=1))
+        bad = ~finite | (norm == 0)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ConfigError(f"embeddings row {lo + i}: " + (
+                "a NaN or infinite value" if not finite[i] else "all zeros (no direction)"))
+        out[lo:lo + e.shape[0]] = e / norm[:, None]
+    return out
 
 
 def _stats(runner) -> dict:
