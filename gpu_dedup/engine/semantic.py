@@ -260,27 +260,22 @@ class SemanticRunner(RunnerBase, RunOutputs):
                                   xp=self.be.xp)
             del emb
             n = docs.count
-            idx = np.arange(n, dtype=np.int64)
-            cluster = np.where(sel.kept, idx, sel.duplicate_of).astype(np.int64)
-            a = np.minimum(sel.pair_a, sel.pair_b).astype(np.int64)
-            b = np.maximum(sel.pair_a, sel.pair_b).astype(np.int64)
-            order = np.lexsort((b, a))
-            a, b, ps = a[order], b[order], np.asarray(sel.pair_similarity, np.float64)[order]
+            r = outcome(sel)
+            a = r["pair_a"]
             files = []
-            arrays = {"cluster": cluster, "kept": np.asarray(sel.kept, bool),
-                      "duplicate_of": np.asarray(sel.duplicate_of, np.int64),
-                      "similarity": np.asarray(sel.similarity, np.float64)}
             for ci, c in enumerate(docs.chunks):
                 s, e = int(docs.starts[ci]), int(docs.starts[ci]) + c["n"]
                 lo, hi = np.searchsorted(a, [s, e])
-                parts = {name: v[s:e] for name, v in arrays.items()}
-                parts.update(pair_a=a[lo:hi], pair_b=b[lo:hi], pair_similarity=ps[lo:hi],
+                parts = {name: r[name][s:e] for name in ("cluster", "kept", "duplicate_of",
+                                                          "similarity")}
+                parts.update({name: r[name][lo:hi] for name in ("pair_a", "pair_b",
+                                                                "pair_similarity")},
                              pair_exact=np.ones(hi - lo, bool))
                 for name in layout.FINAL:
                     path = layout.final_file(c["key"], name)
                     self.store.save_npy(path, np.ascontiguousarray(parts[name]))
                     files.append(path)
-            removed = ~np.asarray(sel.kept, bool)
+            removed = ~r["kept"]
             meta = {"search": search, "kept": int(n - removed.sum()),
                     "removed": int(removed.sum()),
                     "pairs": int(a.size), "compared": int(sel.compared),
@@ -291,6 +286,23 @@ class SemanticRunner(RunnerBase, RunOutputs):
             self.store.mark_done(layout.stage("select"), meta, files)
         self.select_meta = meta
         return meta
+
+
+def outcome(sel) -> dict:
+    """A selection's arrays by document (``cluster``: the position of the
+    kept document of each one's cluster, ``kept``, ``duplicate_of``,
+    ``similarity``) and its pairs as the outputs list them (``pair_a <
+    pair_b``, sorted: ``pair_a``, ``pair_b``, ``pair_similarity``)."""
+    kept = np.asarray(sel.kept, bool)
+    dup = np.asarray(sel.duplicate_of, np.int64)
+    a = np.minimum(sel.pair_a, sel.pair_b).astype(np.int64)
+    b = np.maximum(sel.pair_a, sel.pair_b).astype(np.int64)
+    order = np.lexsort((b, a))
+    return {"cluster": np.where(kept, np.arange(kept.size, dtype=np.int64), dup),
+            "kept": kept, "duplicate_of": dup,
+            "similarity": np.asarray(sel.similarity, np.float64),
+            "pair_a": a[order], "pair_b": b[order],
+            "pair_similarity": np.asarray(sel.pair_similarity, np.float64)[order]}
 
 
 def _quantiles(x: np.ndarray) -> dict:

@@ -62,6 +62,11 @@ class SemanticResult:
     stats: dict = field(default_factory=dict)
 
 
+#: The arrays of a :class:`SemanticResult`, as the outputs store them.
+_FIELDS = ("kept", "duplicate_of", "similarity", "cluster", "pair_a", "pair_b",
+           "pair_similarity")
+
+
 def _job(model, threshold, search, keep, probe, n_clusters, seed, embedding_field=None):
     from ..engine.semantic import SemanticJob
     check_options(threshold, search, keep, probe, n_clusters)
@@ -112,14 +117,11 @@ def semantic_deduplicate(texts=None, *, embeddings=None, threshold: float = DEFA
         return SemanticRunner(job, be, store, ex, plan, id_field=None)
     r = run_array(texts, make, backend, memory_limit=memory_limit,
                   memory_per_byte=MEMORY_PER_BYTE)
-    return SemanticResult(*(r.final(n) for n in ("kept", "duplicate_of", "similarity",
-                                                  "cluster", "pair_a", "pair_b",
-                                                  "pair_similarity")),
-                          stats=_stats(r))
+    return SemanticResult(**{name: r.final(name) for name in _FIELDS}, stats=_stats(r))
 
 
 def _from_embeddings(embeddings, job, backend) -> SemanticResult:
-    from ..engine.semantic import resolve_search
+    from ..engine.semantic import outcome, resolve_search
     from ..semantic.search import semantic_select
     emb = _matrix(embeddings)
     xp = np if backend is None else backend.xp
@@ -127,17 +129,11 @@ def _from_embeddings(embeddings, job, backend) -> SemanticResult:
                             "cpu" if backend is None else backend.name)
     sel = semantic_select(emb, job.threshold, None, search=search, n_clusters=job.n_clusters,
                           probe=job.probe, seed=job.seed, xp=xp)
-    idx = np.arange(emb.shape[0], dtype=np.int64)
-    a = np.minimum(sel.pair_a, sel.pair_b)
-    b = np.maximum(sel.pair_a, sel.pair_b)
-    order = np.lexsort((b, a))
-    removed = ~np.asarray(sel.kept, bool)
-    return SemanticResult(np.asarray(sel.kept, bool), sel.duplicate_of, sel.similarity,
-                          np.where(sel.kept, idx, sel.duplicate_of), a[order], b[order],
-                          np.asarray(sel.pair_similarity)[order],
-                          stats={"documents": int(emb.shape[0]), "removed": int(removed.sum()),
-                                 "search": search, "compared": int(sel.compared),
-                                 "dim": int(emb.shape[1])})
+    r = outcome(sel)
+    return SemanticResult(**{name: r[name] for name in _FIELDS},
+                          stats={"documents": int(emb.shape[0]),
+                                 "removed": int((~r["kept"]).sum()), "search": search,
+                                 "compared": int(sel.compared), "dim": int(emb.shape[1])})
 
 
 def _matrix(embeddings) -> np.ndarray:
