@@ -482,6 +482,12 @@ def _python_rows(column, source: str) -> np.ndarray:
     for i, row in enumerate(column):
         if row is None:
             raise InputError(f"{source}:{i + 1}: embedding is null")
+        if isinstance(row, list):            # the usual case: plain numbers, in C
+            a = np.array(row)
+            if a.ndim == 1 and a.dtype.kind in "if" and not any(v.__class__ is bool
+                                                                 for v in row):
+                rows.append(a)
+                continue
         if isinstance(row, (str, bytes)) or not hasattr(row, "__len__"):
             raise InputError(f"{source}:{i + 1}: embedding is {type(row).__name__}, not a list "
                              f"of numbers")

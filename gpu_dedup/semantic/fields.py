@@ -66,34 +66,71 @@ def _columnar(path: str, fmt: str, field: str):
 
 def _jsonl(path: str, locations: list[np.ndarray], field: str):
     """The JSONL records at ``locations`` (line numbers, ascending), chunk by
-    chunk, each line parsed only when one of them is on it."""
+    chunk: a block of lines is parsed at once by Arrow's JSON reader, or line
+    by line where it cannot be (a line that is not JSON, a value that is not
+    a list of numbers: the check then names the line)."""
     from ..io.jsonl import iter_blocks
     want = [np.asarray(loc, dtype=np.int64) for loc in locations]
-    ci, k = 0, 0
-    while ci < len(want) and want[ci].size == 0:
-        yield ci, embeddings_from_column([], path)
-        ci += 1
-    rows: list = []
+    ci = 0
+    pieces: list = []           # the current chunk's values, block by block
+    got = 0
     line = 0
     for block in iter_blocks(path):
-        for raw in block.split(b"\n")[:-1] if block.endswith(b"\n") else block.split(b"\n"):
-            line += 1
-            if ci >= len(want) or line != want[ci][k]:
-                continue
-            try:
-                value = json.loads(raw).get(field)
-            except (ValueError, AttributeError):
-                raise InputError(f"{path}:{line}: not a JSON object with an embedding "
-                                 f"field {field!r}") from None
-            rows.append(value)
-            k += 1
-            if k == want[ci].size:
-                yield ci, embeddings_from_column(rows, path, rows=want[ci])
-                rows, k = [], 0
-                ci += 1
-                while ci < len(want) and want[ci].size == 0:
-                    yield ci, embeddings_from_column([], path)
-                    ci += 1
+        lines = block.split(b"\n")
+        if block.endswith(b"\n"):
+            lines.pop()
+        first, line = line + 1, line + len(lines)
+        while ci < len(want):
+            loc = want[ci]
+            hi = got + int(np.searchsorted(loc[got:], line, side="right"))
+            if hi > got:
+                pieces.append(_values(path, lines, first, loc[got:hi], field))
+            got = hi
+            if got < loc.size:
+                break
+            yield ci, _checked(pieces, path, loc)
+            ci, pieces, got = ci + 1, [], 0
+    while ci < len(want) and want[ci].size == 0:
+        yield ci, _checked([], path, want[ci])
+        ci += 1
     if ci < len(want):
-        raise InputError(f"{path}: changed while it was read (line {int(want[ci][k])} is "
+        raise InputError(f"{path}: changed while it was read (line {int(want[ci][got])} is "
                          f"gone); run again")
+
+
+def _values(path: str, lines: list, first: int, numbers: np.ndarray, field: str):
+    """The values of ``field`` on lines ``numbers`` of a block whose lines
+    ``lines`` start at line ``first``: an Arrow list array, or (where Arrow's
+    reader cannot take the block) a Python list."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.json as pj
+    blank = np.array([not x.strip() for x in lines], dtype=bool)
+    try:
+        table = pj.read_json(io.BytesIO(b"\n".join(lines)), parse_options=pj.ParseOptions(
+            explicit_schema=pa.schema([(field, pa.list_(pa.float64()))]),
+            unexpected_field_behavior="ignore"))
+        if table.num_rows == int((~blank).sum()):
+            row = np.cumsum(~blank) - 1              # a non-blank line's row
+            return table.column(field).combine_chunks().take(row[numbers - first])
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out = []
+    for n in numbers:
+        try:
+            out.append(json.loads(lines[int(n) - first]).get(field))
+        except (ValueError, AttributeError):
+            raise InputError(f"{path}:{int(n)}: not a JSON object with an embedding "
+                             f"field {field!r}") from None
+    return out
+
+
+def _checked(pieces: list, path: str, loc: np.ndarray) -> np.ndarray:
+    """A chunk's embeddings from its pieces, checked, rows named by line."""
+    import pyarrow as pa
+    if pieces and all(isinstance(p, pa.Array) for p in pieces):
+        values = pa.concat_arrays(pieces)
+    else:
+        values = [v for p in pieces for v in (p.to_pylist() if isinstance(p, pa.Array) else p)]
+    return embeddings_from_column(values, path, rows=loc)
