@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .hashing import OPH_PROBES, U64, oph_probes, oph_row, xxh64
-from .primitives import (BOUND_WORDS, agreement, band_key, bound_row, bound_scratch,
-                         doc_shingle_hashes, fold_minima, jaccard_of_runs, jaccard_upper,
-                         sorted_unique)
+from .hashing import U64, fmix64, oph_filled, oph_probe, oph_put, oph_source, oph_start, xxh64
+from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
+                         bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
+                         jaccard_of_runs, jaccard_upper, sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
 
 SEED0 = U64(0)
@@ -26,15 +26,26 @@ BLOCK = 256
 
 @njit(cache=True, inline="always")
 def _block_scratch(offsets, docs, lo, hi):
-    """Work buffers of :func:`doc_shingle_hashes` for documents ``docs[lo:hi]``
-    (``pos_a``, ``pos_b``, ``scratch``, ``hashes``), sized for the longest."""
+    """Work buffers of :func:`_doc_hashes` for documents ``docs[lo:hi]``
+    (``pos_a``, ``pos_b``, ``scratch``, ``words``, ``hashes``), sized for the
+    longest."""
     cap = 1
     for t in range(lo, hi):
         d = offsets[docs[t] + 1] - offsets[docs[t]] + 1
         if d > cap:
             cap = d
     return (np.empty(cap, np.int64), np.empty(cap, np.int64), np.empty(cap, np.uint8),
-            np.empty(cap, np.uint64))
+            np.empty(cap, np.uint64), np.empty(cap, np.uint64))
+
+
+@njit(cache=True, inline="always")
+def _doc_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, words, out):
+    """:func:`kernels.primitives.doc_shingle_hashes`, by the vectorised
+    :func:`kernels.primitives.ascii_char_hashes` where the text is ASCII
+    (the same values)."""
+    if not word_mode and 0 < n < 32 and end - start >= n and ascii_only(data, start, end):
+        return ascii_char_hashes(data, start, end, n, words, out)
+    return doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, out)
 
 
 @njit(parallel=True, cache=True)
@@ -53,18 +64,67 @@ def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
+        pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
         mins = np.empty(K, np.uint64)
         for t in range(lo, hi):
             i = docs[t]
-            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
-                                     pos_a, pos_b, scratch, hashes)
+            cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
+                              scratch, words, hashes)
             counts[t] = cnt
             for k in range(K):
                 mins[k] = ~U64(0)
             fold_minima(hashes, cnt, a, b, mins, 0, 1)
             for k in range(K):
                 out[t, k] = mins[k] >> sh
+
+
+#: Probes of each bin tried at once, without a branch, before a bin still
+#: empty is probed one by one; probes of each bin kept in a table.
+FIRST_PROBES = 8
+TABLE_PROBES = 64
+
+
+@njit(cache=True)
+def _probe_table(q, K):
+    """The first :data:`TABLE_PROBES` probes of every bin (``K x
+    TABLE_PROBES`` int32; :func:`kernels.hashing.oph_probe`)."""
+    out = np.empty((K, TABLE_PROBES), np.int32)
+    for k in range(K):
+        for t in range(TABLE_PROBES):
+            out[k, t] = oph_probe(q, k, t, K)
+    return out
+
+
+@njit(cache=True, inline="always")
+def _densify(q, probes, row, filled, flag, src):
+    """:func:`kernels.hashing.oph_densify` for the CPU, the same values: every
+    bin's first :data:`FIRST_PROBES` probes tested together and the first
+    filled one kept, with selects rather than branches (a filled bin keeps
+    itself), then the bins none of them reached probed one by one, from the
+    table ``probes`` (:func:`_probe_table`) and past it as
+    :func:`kernels.hashing.oph_source` does. ``flag`` (uint8) and ``src``
+    (int64) are scratch of ``K``."""
+    K = row.shape[0]
+    T = probes.shape[1]
+    for k in range(K):
+        flag[k] = oph_filled(filled, k)
+    for k in range(K):
+        c = -1
+        for t in range(FIRST_PROBES - 1, -1, -1):
+            p = probes[k, t]
+            c = p if flag[p] else c
+        src[k] = k if flag[k] else c
+    for k in range(K):
+        c = src[k]
+        if c < 0:
+            for t in range(FIRST_PROBES, T):
+                p = probes[k, t]
+                if flag[p]:
+                    c = p
+                    break
+            if c < 0:
+                c = oph_source(q, probes, filled, k, T)
+        row[k] = row[c]
 
 
 @njit(parallel=True, cache=True)
@@ -77,23 +137,33 @@ def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
     K = out.shape[1]
     nblocks = (D + BLOCK - 1) // BLOCK
     sh = U64(shift)
-    probes = np.empty((K, OPH_PROBES), np.int64)
-    oph_probes(q, K, probes)
+    probes = _probe_table(q, K)
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
+        pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
         filled = np.empty((K + 63) // 64, np.uint64)
+        flag = np.empty(K, np.uint8)
+        src = np.empty(K, np.int64)
         for t in range(lo, hi):
             i = docs[t]
-            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
-                                     pos_a, pos_b, scratch, hashes)
+            cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
+                              scratch, words, hashes)
             counts[t] = cnt
             if cnt == 0:
                 for k in range(K):
                     out[t, k] = ~U64(0) >> sh
-            else:
-                oph_row(hashes, cnt, p, q, sh, probes, out[t], filled)
+                continue
+            # oph_row in two passes: the permutation across all hashes at
+            # once (in vector registers), then each into its bin
+            h = hashes[:cnt]
+            for s in range(cnt):
+                h[s] = fmix64(h[s] ^ p)
+            row = out[t]
+            oph_start(row, filled, sh)
+            for s in range(cnt):
+                oph_put(h[s], sh, row, filled)
+            _densify(q, probes, row, filled, flag, src)
 
 
 @njit(parallel=True, cache=True)
@@ -123,12 +193,12 @@ def shingle_sets(offsets, data, docs, word_mode, n):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        pos_a, pos_b, scratch, _ = _block_scratch(offsets, docs, lo, hi)
+        pos_a, pos_b, scratch, words, _ = _block_scratch(offsets, docs, lo, hi)
         for t in range(lo, hi):
             i = docs[t]
             seg = raw[raw_off[t]:raw_off[t + 1]]
-            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
-                                     pos_a, pos_b, scratch, seg)
+            cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
+                              scratch, words, seg)
             uniq[t] = sorted_unique(seg, cnt)
     set_off = np.zeros(D + 1, np.int64)
     for t in range(D):
@@ -148,12 +218,12 @@ def set_bounds(offsets, data, docs, word_mode, n, out):
     for blk in prange(nblocks):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
-        pos_a, pos_b, scratch, hashes = _block_scratch(offsets, docs, lo, hi)
+        pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
         slots, used = bound_scratch(hashes.shape[0])
         for t in range(lo, hi):
             i = docs[t]
-            cnt = doc_shingle_hashes(data, offsets[i], offsets[i + 1], word_mode, n,
-                                     pos_a, pos_b, scratch, hashes)
+            cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
+                              scratch, words, hashes)
             bound_row(hashes, cnt, slots, used, out[t])
 
 

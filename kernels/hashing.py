@@ -203,39 +203,68 @@ def oph_probes(q, K, out):
             out[k, t] = oph_probe(q, k, t, K)
 
 
+@njit(cache=True, inline="always")
+def oph_start(row, filled, shift):
+    """Empty the sketch ``row`` and its ``filled`` bits: each value the
+    largest, so that a bin's first hash needs no branch."""
+    for w in range(filled.shape[0]):
+        filled[w] = U64(0)
+    top = ~U64(0) >> shift
+    for k in range(row.shape[0]):
+        row[k] = top
+
+
+@njit(cache=True, inline="always")
+def oph_put(y, shift, row, filled):
+    """Fold the permuted hash ``y`` into its bin of ``row``."""
+    k = oph_bin(y, row.shape[0])
+    filled[k >> 6] |= U64(1) << U64(k & 63)
+    v = y >> shift
+    row[k] = v if v < row[k] else row[k]
+
+
+@njit(cache=True, inline="always")
+def oph_filled(filled, k):
+    """Whether bin ``k`` holds a hash of the document."""
+    return (filled[k >> 6] >> U64(k & 63)) & U64(1)
+
+
+@njit(cache=True, inline="always")
+def oph_source(q, probes, filled, k, t0):
+    """The bin whose value the empty bin ``k`` takes: the first filled one
+    along its probes from probe ``t0`` on (``probes``: :func:`oph_probes` of
+    ``q``); after ``8 * K`` probes, the next filled bin to its right. At
+    least one bin is filled."""
+    K = probes.shape[0]
+    T = probes.shape[1]
+    for t in range(t0, 8 * K):
+        c = probes[k, t] if t < T else oph_probe(q, k, t, K)
+        if oph_filled(filled, c):
+            return c
+    j = k
+    while not oph_filled(filled, j):
+        j = (j + 1) % K
+    return j
+
+
+@njit(cache=True, inline="always")
+def oph_densify(q, probes, row, filled):
+    """Give each empty bin of ``row`` the value of the bin
+    :func:`oph_source` names."""
+    for k in range(row.shape[0]):
+        if not oph_filled(filled, k):
+            row[k] = row[oph_source(q, probes, filled, k, 0)]
+
+
 @njit(cache=True)
 def oph_row(hashes, cnt, p, q, shift, probes, row, filled):
     """The one-permutation sketch of the base hashes ``hashes[:cnt]`` into
     ``row`` (``K`` values, each ``min y >> shift``); ``probes`` is
     :func:`oph_probes` of ``q``; ``filled`` is scratch of ``(K + 63) // 64``
     words. A row without hashes is left as it is."""
-    K = row.shape[0]
-    T = probes.shape[1]
-    for w in range(filled.shape[0]):
-        filled[w] = U64(0)
-    for s in range(cnt):
-        y = fmix64(hashes[s] ^ p)
-        k = oph_bin(y, K)
-        v = y >> shift
-        bit = U64(1) << U64(k & 63)
-        if (filled[k >> 6] & bit) == U64(0):
-            filled[k >> 6] |= bit
-            row[k] = v
-        elif v < row[k]:
-            row[k] = v
     if cnt == 0:
         return
-    for k in range(K):
-        if (filled[k >> 6] >> U64(k & 63)) & U64(1):
-            continue
-        j = -1
-        for t in range(8 * K):
-            c = probes[k, t] if t < T else oph_probe(q, k, t, K)
-            if (filled[c >> 6] >> U64(c & 63)) & U64(1):
-                j = c
-                break
-        if j < 0:
-            j = k
-            while not ((filled[j >> 6] >> U64(j & 63)) & U64(1)):
-                j = (j + 1) % K
-        row[k] = row[j]
+    oph_start(row, filled, shift)
+    for s in range(cnt):
+        oph_put(fmix64(hashes[s] ^ p), shift, row, filled)
+    oph_densify(q, probes, row, filled)

@@ -114,6 +114,46 @@ def test_one_permutation_sketch_matches_reference_bit_for_bit(kind, bits, K):
     assert len(set(sig[len(TEXTS) - 1].tolist())) > 1
 
 
+def _random_texts(rng, count, alphabet):
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 90)))
+            for _ in range(count)]
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 7, 8, 9, 13, 31, 32, 40])
+def test_ascii_fast_path_gives_the_same_hashes(n):
+    """ASCII texts take the vectorised path (every XXH64 step across all
+    positions at once); they hash as Python's shingles do, beside texts with
+    multi-byte characters, of every length around ``n`` and the 8- and
+    4-byte lanes."""
+    rng = random.Random(n)
+    texts = _random_texts(rng, 60, "ab c\tdé") + _random_texts(rng, 60, "abcd xyz.,")
+    off, data = _buffers(texts)
+    so, vals = cpu.shingle_sets(off, data, np.arange(len(texts), dtype=np.int64), False, n)
+    for i, t in enumerate(texts):
+        want = sorted({xxhash.xxh64_intdigest(s.encode())
+                       for s in ref.shingles(t, "char", n)})
+        assert vals[so[i]:so[i + 1]].tolist() == want, (i, t)
+
+
+@pytest.mark.parametrize("K", [128, 1000])
+def test_one_permutation_sketch_of_short_texts_matches_reference(K):
+    """Texts of a few shingles leave most bins empty: their probes run past
+    the CPU's table, and with K = 1000 some past 8K probes to the scan to the
+    right; every value is the reference's."""
+    rng = random.Random(K)
+    texts = _random_texts(rng, 80, "abcdefgh ")
+    texts = [t[:rng.randrange(0, 12)] for t in texts]
+    off, data = _buffers(texts)
+    a, b = hash_params(K, 9)
+    docs = np.arange(len(texts), dtype=np.int64)
+    sig = np.empty((len(texts), K), np.uint64)
+    cnt = np.empty(len(texts), np.int64)
+    cpu.oph_minhash(off, data, docs, False, 5, a[0], b[0], 0, sig, cnt)
+    for i, t in enumerate(texts):
+        hs = ref.base_hashes(t, "char", 5)
+        assert sig[i].tolist() == ref.oph_signature(hs, K, int(a[0]), int(b[0]), 64), (i, t)
+
+
 def test_signature_of_subset_of_docs_matches_full():
     off, data = _buffers(TEXTS)
     a, b = hash_params(16, 5)
