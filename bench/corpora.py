@@ -18,6 +18,13 @@ work directory (``bench/data/`` by default), so a rerun reuses it.
   ``changelog.Debian.gz`` (header to trailer): about 55,000 real documents
   of a few hundred bytes, many repeated across the packages of one source.
   Char 5-grams, threshold 0.8.
+* ``long-documents``: long real documents from this machine, 2 to 32 KB
+  each: the manual pages under ``/usr/share/man`` (every language), the
+  text files under ``/usr/share/doc``, and source files: the Python
+  standard library, Perl's modules, the C headers under ``/usr/include``
+  (about 24,000 documents of 6 KB on average; translations,
+  versions and vendored copies are the real near-duplicates). Char 5-grams,
+  threshold 0.8.
 * ``debian-short``: short real-world-like documents of about 50 characters:
   lines of those files, alone or two spliced at a word boundary, lightly
   edited at random (characters substituted, inserted or deleted, numbers
@@ -445,6 +452,43 @@ def debian_short(n_docs: int = 1_000_000, seed: int = 0,
         f"60% spliced from two lines, 0-3 light random edits each"))
 
 
+LONG_GLOBS = ("/usr/share/man/**/*", "/usr/share/doc/**/*", "/usr/lib/python3*/**/*.py",
+              "/usr/share/perl*/**/*.p[ml]", "/usr/include/**/*.h")
+LONG_MIN, LONG_MAX = 2048, 32768
+
+
+def long_texts() -> list[str]:
+    """Every text file of :data:`LONG_GLOBS` (gzip files decompressed, links
+    and binary files skipped) of ``LONG_MIN`` to ``LONG_MAX`` bytes, in
+    sorted path order, each real file once."""
+    import gzip
+    seen, texts = set(), []
+    for pattern in LONG_GLOBS:
+        for p in sorted(glob.glob(pattern, recursive=True)):
+            real = os.path.realpath(p)
+            if real in seen or os.path.islink(p) or not os.path.isfile(real):
+                continue
+            seen.add(real)
+            try:
+                with open(real, "rb") as f:
+                    raw = f.read(4 * LONG_MAX)
+                if raw[:2] == b"\x1f\x8b":
+                    raw = gzip.decompress(raw)
+            except (OSError, EOFError, gzip.BadGzipFile):
+                continue
+            if LONG_MIN <= len(raw) <= LONG_MAX and b"\0" not in raw:
+                texts.append(raw.decode("utf-8", errors="replace"))
+    return texts
+
+
+def long_documents(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
+    """Long real documents (:func:`long_texts`), the first ``n_docs`` or all."""
+    return _real("long_documents", n_docs, data_dir, lambda n: long_texts(),
+                 lambda n: f"{n:,} long real documents of {LONG_MIN // 1024}-"
+                           f"{LONG_MAX // 1024} KB: manual pages, /usr/share/doc text files, Python "
+                           f"and Perl library sources, C headers")
+
+
 BUILDERS = {
     "planted": planted,
     "realistic": realistic,
@@ -453,4 +497,5 @@ BUILDERS = {
     "debian-short": debian_short,
     "debian-text": debian_text,
     "debian-entries": debian_entries,
+    "long-documents": long_documents,
 }
