@@ -146,11 +146,11 @@ def _config_options(f):
                      help="Seed of the hash functions."),
         click.option("--signature-bits", type=click.Choice(["32", "64"]), default="32",
                      show_default=True, help="Width of signature values."),
-        click.option("--sketch", type=click.Choice(["minhash", "oph"]), default="minhash",
+        click.option("--sketch", type=click.Choice(["oph", "minhash"]), default="oph",
                      show_default=True,
-                     help="Signatures: minhash (K hash functions) or oph (one permutation "
-                          "into K bins, densified: one hash per shingle, several times "
-                          "faster; see README)."),
+                     help="Signatures: oph (one permutation into K bins, densified: one "
+                          "hash per shingle) or minhash (K hash functions, several times "
+                          "slower, as accurate; see README)."),
         click.option("--similarity", type=click.Choice(["jaccard", "signature"]),
                      default="jaccard", show_default=True,
                      help="How candidates are verified: exact Jaccard of the shingle sets, "

@@ -70,6 +70,6 @@ def test_peer_band_choices():
     assert peers.rensa_bands(0.8, 128) == 8
     assert peers.rensa_bands(0.4, 128) == 64
     assert peers.rensa_bands(0.85, 96) == 8
-    assert peers.char_shingles("abc", 5) == ["abc"] and peers.char_shingles("", 5) == []
-    assert peers.word_shingles(" a  b ", 3) == ["a b"]
+    assert peers.char_shingles("abc", 5) == {"abc"} and peers.char_shingles("", 5) == set()
+    assert peers.word_shingles(" a  b ", 3) == {"a b"}
     assert set(peers.char_shingles("abcdef", 5)) == {"abcde", "bcdef"}

@@ -57,7 +57,8 @@ def test_every_accepted_edge_is_a_true_pair_and_clusters_are_its_components(kind
 def test_first_round_edges_are_the_reference_anchor_edges():
     texts = _corpus(2)
     cfg = Config(shingle="word", ngram=2, normalize=(), num_perm=16, bands=8, rows=2,
-                 threshold=0.3, exact=False, max_rounds=1, cluster="components").resolved()
+                 threshold=0.3, exact=False, max_rounds=1, cluster="components",
+                 sketch="minhash").resolved()
     res = deduplicate(pa.array(texts), cfg)
     a, b = hash_params(16, cfg.seed)
     sigs = [ref.signature(ref.base_hashes(t, "word", 2), a, b) for t in texts]
@@ -86,7 +87,8 @@ def _bucket_trap(max_rounds=4, cluster="components"):
     else:  # pragma: no cover
         pytest.fail("no seed puts the four documents in one bucket")
     cfg = Config(shingle="word", ngram=1, normalize=(), num_perm=1, bands=1, rows=1,
-                 threshold=0.6, seed=seed, max_rounds=max_rounds, cluster=cluster)
+                 threshold=0.6, seed=seed, max_rounds=max_rounds, cluster=cluster,
+                 sketch="minhash")
     return deduplicate(pa.array(texts), cfg)
 
 

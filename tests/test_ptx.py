@@ -61,7 +61,8 @@ RECORD = textwrap.dedent(r'''
     for cfg in (Config(ngram=3, num_perm=16, threshold=0.5),
                 Config(ngram=3, num_perm=16, threshold=0.5, signature_bits=64, keep="longest"),
                 Config(shingle="word", ngram=2, num_perm=16, threshold=0.5, cluster="components"),
-                Config(ngram=3, num_perm=16, threshold=0.5, sketch="oph"),
+                Config(ngram=3, num_perm=16, threshold=0.5, sketch="minhash"),
+                Config(shingle="word", ngram=2, num_perm=16, threshold=0.5, sketch="minhash"),
                 Config(ngram=3, num_perm=16, threshold=0.5, similarity="signature"),
                 Config(ngram=3, num_perm=16, threshold=0.5,
                        normalize="nfkc,lower,punct,digits,ws")):
