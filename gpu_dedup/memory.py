@@ -244,7 +244,10 @@ def release_memory(collect: bool = True) -> None:
     global _libc
     import pyarrow as pa
     if collect:
-        gc.collect()
+        # the young generations: what a stage made and dropped in cycles;
+        # the oldest holds the interpreter's and the compiled kernels'
+        # objects, whose walk costs tens of milliseconds and frees nothing
+        gc.collect(1)
     pa.default_memory_pool().release_unused()
     if _libc is None:
         name = ctypes.util.find_library("c")
