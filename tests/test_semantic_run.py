@@ -334,3 +334,43 @@ def test_embeddings_read_from_an_arrow_file(tmp_path):
     assert r.exit_code == 0, r.output
     t = pq.read_table(out / "clusters.parquet").to_pydict()
     assert t["kept"] == [True, False, True, True] and t["duplicate_of"][1] == "a"
+
+
+def test_report_shows_what_semantic_search_removes_that_run_keeps(tmp_path):
+    """report.html lists the removed documents whose exact Jaccard (run's
+    default shingles) with the kept one they name is below run's threshold:
+    two wordings with the same vector, and not a copy that run removes
+    too; beyond_run's Jaccard is Python's over the same shingles."""
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup import reference as ref
+    from gpu_dedup.semantic.api import beyond_run
+    texts = ["The cat sat on the mat all afternoon.",
+             "A feline rested upon the rug for the whole afternoon.",
+             "Quarterly revenue rose by four percent.",
+             "Quarterly revenue rose by four percent!"]
+    vecs = [[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0, 0.0]]
+    path = tmp_path / "in.jsonl"
+    with open(path, "w") as f:
+        for i, (t, v) in enumerate(zip(texts, vecs)):
+            f.write(json.dumps({"id": f"d{i}", "text": t, "vec": v}) + "\n")
+    out = str(tmp_path / "out")
+    r = _run(["semantic", path, "--output", out, "--embedding-field", "vec", "-q"])
+    assert r.exit_code == 0, r.output
+    t = pq.read_table(os.path.join(out, "clusters.parquet")).to_pydict()
+    assert t["kept"] == [True, False, True, False]
+    html = open(os.path.join(out, "report.html")).read()
+    assert "What semantic search removes that <code>run</code> keeps" in html
+    assert "Of all 2 removed documents, 1 (50.0%)" in html
+    assert "A feline rested" in html.split('id="beyond-run"')[1]
+    assert "four percent!" not in html.split('id="beyond-run"')[1]
+    # run itself keeps the reworded one and removes the near copy
+    kept = deduplicate(pa.array(texts), Config()).kept.tolist()
+    assert kept[1] and not kept[3]
+    cfg = Config()
+    arr = pa.array(texts, pa.large_string())
+    jac = beyond_run(arr, np.array([1, 3]), np.array([0, 2]), cfg)
+    from gpu_dedup.stages.normalize import normalize_text
+    norm = normalize_text(arr, cfg.normalize).to_pylist()
+    want = [ref.jaccard(ref.shingles(norm[a], "char", 5), ref.shingles(norm[b], "char", 5))
+            for a, b in ((1, 0), (3, 2))]
+    assert np.allclose(jac, want) and jac[0] < 0.8 <= jac[1]

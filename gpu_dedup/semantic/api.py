@@ -253,25 +253,91 @@ def run(inputs, output: str, *, threshold: float = DEFAULT_THRESHOLD, search: st
                      keep_work_dir=keep_work_dir, partition_bytes=partition_bytes, html=html)
 
 
+#: Removed documents report.html examines for what ``run`` would keep.
+SURVEYED = 5000
+
+
+def _removed_pairs(runner, limit: int):
+    """The first ``limit`` removed documents (document order) and the kept
+    document each names, as ``(docs, duplicate_of, cosine)`` arrays."""
+    docs, dups, sims = [], [], []
+    got = 0
+    for ci, r in runner.chunk_results(("kept", "duplicate_of", "similarity")):
+        gone = np.flatnonzero(~r["kept"])[:limit - got]
+        if gone.size:
+            docs.append(gone + int(runner.doc_starts[ci]))
+            dups.append(r["duplicate_of"][gone].astype(np.int64))
+            sims.append(r["similarity"][gone].astype(np.float64))
+            got += gone.size
+        if got >= limit:
+            break
+    if not docs:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    return np.concatenate(docs), np.concatenate(dups), np.concatenate(sims)
+
+
+def beyond_run(texts, docs, dups, config=None) -> np.ndarray:
+    """The exact Jaccard, by ``run``'s shingles (its default configuration:
+    character 5-grams after NFKC, lowercasing and whitespace folding), of
+    each removed document ``docs[i]`` and the kept one it names
+    ``dups[i]``: below ``run``'s threshold, ``run`` would not remove it for
+    that pair."""
+    import pyarrow as pa
+    from ..config import Config
+    from ..kernels.cpu import jaccard_edges
+    from ..truth import shingle_sets
+    cfg = config or Config()
+    if docs.size == 0:
+        return np.zeros(0)
+    both = np.concatenate([docs, dups])
+    order, place = np.unique(both, return_inverse=True)
+    arr = pa.array([texts[int(i)].as_py() for i in order], pa.large_string())
+    off, vals = shingle_sets(arr, cfg.shingle, cfg.ngram, cfg.normalize)
+    return jaccard_edges(off, vals, place[:docs.size].astype(np.int64),
+                         place[docs.size:].astype(np.int64))
+
+
 def _html(runner, path: str, report: dict, examples: int = 20) -> None:
-    """report.html: the counts, and removed documents beside the one each names."""
+    """report.html: the counts, removed documents beside the one each names,
+    and those among them that ``run`` would keep (:func:`beyond_run`)."""
+    from ..config import Config
     from ..edge import clean_tree
     from ..html_page import esc, page, table_css, write_page
     report = clean_tree(report)
     d, s = report["documents"], report["search"]
-    rows = []
-    for ci, r in runner.chunk_results(("kept", "duplicate_of", "similarity")):
-        gone = np.flatnonzero(~r["kept"])[:examples - len(rows)]
-        if gone.size:
-            texts = runner.texts()
-            for i in gone:
-                doc = int(i) + int(runner.doc_starts[ci])
-                rows.append((texts[doc].as_py(), texts[int(r["duplicate_of"][i])].as_py(),
-                             float(r["similarity"][i])))
-        if len(rows) >= examples:
-            break
+    docs, dups, sims = _removed_pairs(runner, SURVEYED)
+    texts = runner.texts() if docs.size else None
+    rows = [(texts[int(a)].as_py(), texts[int(b)].as_py(), float(c))
+            for a, b, c in zip(docs[:examples], dups[:examples], sims[:examples])]
     ex = "".join(f"<tr><td>{sim:.4f}</td><td><pre>{esc(a[:600])}</pre></td>"
                  f"<td><pre>{esc(b[:600])}</pre></td></tr>" for a, b, sim in rows)
+    run_cfg = Config()
+    jac = beyond_run(texts, docs, dups, run_cfg)
+    below = np.flatnonzero(jac < float(run_cfg.threshold))
+    # the lowest Jaccard first: what only meaning tells apart
+    shown, beyond = set(), []
+    for i in below[np.argsort(jac[below], kind="stable")]:
+        pair = (texts[int(docs[i])].as_py(), texts[int(dups[i])].as_py())
+        if pair in shown:                   # the same two texts once
+            continue
+        shown.add(pair)
+        beyond.append(f"<tr><td>{sims[i]:.4f}</td><td>{jac[i]:.3f}</td>"
+                      f"<td><pre>{esc(pair[0][:600])}</pre></td>"
+                      f"<td><pre>{esc(pair[1][:600])}</pre></td></tr>")
+        if len(beyond) == examples:
+            break
+    beyond = "".join(beyond)
+    surveyed = (f"the first {docs.size:,} removed documents" if docs.size < d["removed"]
+                else f"all {docs.size:,} removed documents")
+    beyond_html = (
+        f"<h2 id=\"beyond-run\">What semantic search removes that <code>run</code> keeps</h2>"
+        f"<p>Of {surveyed}, {below.size:,} ({100 * below.size / max(1, docs.size):.1f}%) have "
+        f"an exact Jaccard below {float(run_cfg.threshold):g} with the kept document they "
+        f"name, by <code>run</code>'s default shingles ({esc(run_cfg.shingle)} "
+        f"{run_cfg.ngram}-grams after {esc(', '.join(run_cfg.normalize))}): "
+        f"<code>run</code> would not remove them for that pair. The lowest first:</p>"
+        f"<table><tr><th>cosine</th><th>Jaccard</th><th>removed</th><th>kept</th></tr>"
+        f"{beyond}</table>") if docs.size else ""
     cos = math.nan if not report["removed_similarity"] else report["removed_similarity"]["min"]
     body = f"""
 <h1>Semantic duplicates</h1>
@@ -280,5 +346,6 @@ def _html(runner, path: str, report: dict, examples: int = 20) -> None:
 dimensions; {s['mode']} search, {s['compared']:,} pairs compared exactly). The lowest cosine of a
 removed document to the one it names: {cos:.4f}.</p>
 <h2>Removed documents and the kept one each duplicates</h2>
-<table><tr><th>cosine</th><th>removed</th><th>kept</th></tr>{ex}</table>"""
+<table><tr><th>cosine</th><th>removed</th><th>kept</th></tr>{ex}</table>
+{beyond_html}"""
     write_page(path, page("gpu-dedup semantic", body, table_css(50)))
