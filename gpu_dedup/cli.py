@@ -310,16 +310,17 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         config, extra = res.config, {}
     if quiet:
         quiet_logs()
-    elif (notice := progress.compile_notice()) is not None:
-        echo(notice, err=True)
+    notice = None if quiet else progress.compile_notice()
     prog = progress.StageProgress() if progress.wanted(quiet) else None
+    on_stage = progress.noticing(notice, lambda line: echo(line, err=True),
+                                 prog.stage if prog else None)
     try:
         if prog is not None:
             prog.__enter__()
         report = run_pipeline(inputs, output, config, device=device, text_field=text_field,
                               id_field=None if id_field.lower() == "none" else id_field,
                               overwrite=overwrite, gpu_memory=gpu_memory,
-                              on_stage=prog.stage if prog else None,
+                              on_stage=on_stage,
                               on_progress=prog.fraction if prog else None,
                               on_bytes=prog.read_bytes if prog else None,
                               on_bad_record=on_bad_record, html=html,

@@ -37,13 +37,32 @@ def compile_notice() -> str | None:
     import os
     try:
         from .kernels import cpu
-        cached = os.path.exists(cpu.minhash._cache._cache_file._index_path)
+        # a kernel every run and the demo compile (the read stage's fingerprints)
+        cached = os.path.exists(cpu.text_hash128._cache._cache_file._index_path)
     except (AttributeError, ImportError, OSError, TypeError):   # Numba's cache is no API
         return None
     if cached:
         return None
     return (f"compiling the kernels for this machine, once ({COMPILE_SECONDS}); later runs "
             f"load them from Numba's cache")
+
+
+def noticing(notice: str | None, echo, on_stage=None):
+    """``on_stage`` that first says ``notice`` (:func:`compile_notice`) with
+    ``echo``, once, as the first stage after ``read`` starts: where most
+    kernels compile, and after the inputs were read, so that a run refused
+    for its options, its output directory or a bad record says only why."""
+    if notice is None:
+        return on_stage
+    said = []
+
+    def stage(name: str) -> None:
+        if name != "read" and not said:
+            said.append(True)
+            echo(notice)
+        if on_stage is not None:
+            on_stage(name)
+    return stage
 
 
 #: Stages that report the fraction done; the others show elapsed seconds.

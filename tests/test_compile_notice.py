@@ -12,12 +12,9 @@ import numpy as np
 from gpu_dedup.progress import compile_notice
 before = compile_notice()
 from gpu_dedup.kernels import cpu
-from gpu_dedup.stages.signatures import hash_params
-a, b = hash_params(4, 1)
 off = np.array([0, 11], np.int64)
 data = np.frombuffer(b"hello world", np.uint8)
-sig = np.empty((1, 4), np.uint64)
-cpu.minhash(off, data, np.array([0], np.int64), False, 3, a, b, 0, sig, np.empty(1, np.int64))
+cpu.text_hash128(off, data)
 print(repr(before))
 print(repr(compile_notice()))
 """
@@ -31,3 +28,31 @@ def test_the_first_run_says_it_compiles_and_the_next_does_not(tmp_path):
     before, after = out.stdout.strip().splitlines()[-2:]
     assert "compiling the kernels" in before and "once" in before and "minute" in before
     assert after == "None"
+
+
+def test_the_notice_comes_after_the_inputs_are_read():
+    """A refused run says only why (one line): the notice waits for the
+    first stage after ``read``, and is said once."""
+    from gpu_dedup.progress import noticing
+    said, seen = [], []
+    on_stage = noticing("compiling", said.append, seen.append)
+    on_stage("read")
+    assert said == [] and seen == ["read"]
+    on_stage("exact")
+    on_stage("signatures")
+    assert said == ["compiling"] and seen == ["read", "exact", "signatures"]
+    assert noticing(None, said.append, None) is None
+
+
+def test_a_bad_record_on_a_first_run_gets_one_line(tmp_path):
+    """With nothing in Numba's cache, a run refused for a bad record prints
+    only the line naming it (the compile notice would have come later)."""
+    bad = tmp_path / "in.jsonl"
+    bad.write_text('{"text": "fine"}\n{"text": oops}\n')
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-m", "gpu_dedup.cli", "run", str(bad), "-o",
+                          str(tmp_path / "out")], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "in.jsonl:2" in lines[0], out.stderr
