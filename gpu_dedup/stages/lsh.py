@@ -35,12 +35,24 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 _S32 = np.uint64(32)
 
 
+def _as_u64(x: np.ndarray) -> np.ndarray:
+    """Non-negative indices as uint64: a view of int64 (no copy), else a cast."""
+    if isinstance(x, np.ndarray) and x.dtype == np.int64:
+        return x.view(np.uint64)
+    return x.astype(np.uint64)
+
+
 def pack_edges(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``(a, b)`` index pairs as sortable uint64 keys ``a << 32 | b``."""
-    return (a.astype(np.uint64) << _S32) | b.astype(np.uint64)
+    out = _as_u64(a) << _S32
+    out |= _as_u64(b)
+    return out
 
 
 def unpack_edges(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if isinstance(packed, np.ndarray) and packed.dtype == np.uint64:
+        # both halves are below 2**32: their bits read as int64 directly
+        return (packed >> _S32).view(np.int64), (packed & _LOW32).view(np.int64)
     return (packed >> _S32).astype(np.int64), (packed & _LOW32).astype(np.int64)
 
 
