@@ -100,12 +100,11 @@ def _densify(q, probes, row, filled, flag, src):
     """:func:`kernels.hashing.oph_densify` for the CPU, the same values: every
     bin's first :data:`FIRST_PROBES` probes tested together and the first
     filled one kept, with selects rather than branches (a filled bin keeps
-    itself), then the bins none of them reached probed one by one, from the
-    table ``probes`` (:func:`_probe_table`) and past it as
-    :func:`kernels.hashing.oph_source` does. ``flag`` (uint8) and ``src``
+    itself), then the bins none of them reached probed one by one by
+    :func:`kernels.hashing.oph_source` (the table ``probes``,
+    :func:`_probe_table`, then probes computed). ``flag`` (uint8) and ``src``
     (int64) are scratch of ``K``."""
     K = row.shape[0]
-    T = probes.shape[1]
     for k in range(K):
         flag[k] = oph_filled(filled, k)
     for k in range(K):
@@ -117,13 +116,7 @@ def _densify(q, probes, row, filled, flag, src):
     for k in range(K):
         c = src[k]
         if c < 0:
-            for t in range(FIRST_PROBES, T):
-                p = probes[k, t]
-                if flag[p]:
-                    c = p
-                    break
-            if c < 0:
-                c = oph_source(q, probes, filled, k, T)
+            c = oph_source(q, probes, filled, k, FIRST_PROBES)
         row[k] = row[c]
 
 

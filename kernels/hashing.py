@@ -108,6 +108,32 @@ def _xxh_merge(acc, val):
     return acc * PRIME64_1 + PRIME64_4
 
 
+@njit(cache=True, inline="always")
+def xxh_tail8(h, lane):
+    """XXH64's step over 8 more bytes (``lane``, little endian) of the tail."""
+    return rotl64(h ^ _xxh_round(U64(0), lane), _S27) * PRIME64_1 + PRIME64_4
+
+
+@njit(cache=True, inline="always")
+def xxh_tail4(h, lane):
+    """XXH64's step over 4 more bytes (``lane``, below 2**32) of the tail."""
+    return rotl64(h ^ (lane * PRIME64_1), _S23) * PRIME64_2 + PRIME64_3
+
+
+@njit(cache=True, inline="always")
+def xxh_tail1(h, byte):
+    """XXH64's step over one more byte of the tail."""
+    return rotl64(h ^ (byte * PRIME64_5), _S11) * PRIME64_1
+
+
+@njit(cache=True, inline="always")
+def xxh_avalanche(h):
+    """XXH64's final mix."""
+    h = (h ^ (h >> _S33)) * PRIME64_2
+    h = (h ^ (h >> _S29)) * PRIME64_3
+    return h ^ (h >> _S32)
+
+
 @njit(cache=True)
 def xxh64(buf, start, end, seed):
     """XXH64 of ``buf[start:end]`` (a ``uint8`` array) with a 64-bit seed."""
@@ -134,23 +160,15 @@ def xxh64(buf, start, end, seed):
         h = seed + PRIME64_5
     h = h + length
     while p + 8 <= end:
-        h = h ^ _xxh_round(U64(0), read_u64(buf, p))
-        h = rotl64(h, _S27) * PRIME64_1 + PRIME64_4
+        h = xxh_tail8(h, read_u64(buf, p))
         p += 8
     if p + 4 <= end:
-        h = h ^ (read_u32(buf, p) * PRIME64_1)
-        h = rotl64(h, _S23) * PRIME64_2 + PRIME64_3
+        h = xxh_tail4(h, read_u32(buf, p))
         p += 4
     while p < end:
-        h = h ^ (U64(buf[p]) * PRIME64_5)
-        h = rotl64(h, _S11) * PRIME64_1
+        h = xxh_tail1(h, U64(buf[p]))
         p += 1
-    h = h ^ (h >> _S33)
-    h = h * PRIME64_2
-    h = h ^ (h >> _S29)
-    h = h * PRIME64_3
-    h = h ^ (h >> _S32)
-    return h
+    return xxh_avalanche(h)
 
 
 @njit(cache=True, inline="always")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .hashing import (PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64,
-                      band_key_start, band_key_step, permute, xxh64)
+from .hashing import (PRIME64_5, U64, band_key_start, band_key_step, permute, xxh64,
+                      xxh_avalanche, xxh_tail1, xxh_tail4, xxh_tail8)
 from .text import next_word, utf8_decode
 
 SEED0 = U64(0)
@@ -293,11 +293,6 @@ def ascii_only(data, start, end):
     return acc < U64(0x80)
 
 
-@njit(cache=True, inline="always")
-def _rotl(x, r):
-    return (x << r) | (x >> (U64(64) - r))
-
-
 @njit(cache=True)
 def ascii_char_hashes(data, start, end, n, words, out):
     """The base hashes of the character ``n``-grams of the ASCII text
@@ -324,30 +319,26 @@ def ascii_char_hashes(data, start, end, n, words, out):
     start_value = PRIME64_5 + U64(n)
     for i in range(cnt):
         h[i] = start_value
-    # XXH64 of fewer than 32 bytes: 8-byte lanes, a 4-byte lane, bytes
+    # XXH64 of fewer than 32 bytes (its tail steps): 8-byte lanes, a 4-byte
+    # lane, bytes, each across every position
     o = 0
     while o + 8 <= n:
         lane = w[o:o + cnt]
         for i in range(cnt):
-            r = _rotl(lane[i] * PRIME64_2, U64(31)) * PRIME64_1
-            h[i] = _rotl(h[i] ^ r, U64(27)) * PRIME64_1 + PRIME64_4
+            h[i] = xxh_tail8(h[i], lane[i])
         o += 8
     if o + 4 <= n:
         lane = w[o:o + cnt]
         for i in range(cnt):
-            h[i] = _rotl(h[i] ^ ((lane[i] & _M32) * PRIME64_1), U64(23)) * PRIME64_2 \
-                + PRIME64_3
+            h[i] = xxh_tail4(h[i], lane[i] & _M32)
         o += 4
     while o < n:
         lane = w[o:o + cnt]
         for i in range(cnt):
-            h[i] = _rotl(h[i] ^ ((lane[i] & U64(0xFF)) * PRIME64_5), U64(11)) * PRIME64_1
+            h[i] = xxh_tail1(h[i], lane[i] & U64(0xFF))
         o += 1
     for i in range(cnt):
-        x = h[i]
-        x = (x ^ (x >> U64(33))) * PRIME64_2
-        x = (x ^ (x >> U64(29))) * PRIME64_3
-        h[i] = x ^ (x >> _S32)
+        h[i] = xxh_avalanche(h[i])
     return cnt
 
 

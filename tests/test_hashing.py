@@ -137,9 +137,9 @@ def test_ascii_fast_path_gives_the_same_hashes(n):
 
 @pytest.mark.parametrize("K", [128, 1000])
 def test_one_permutation_sketch_of_short_texts_matches_reference(K):
-    """Texts of a few shingles leave most bins empty: their probes run past
-    the CPU's table, and with K = 1000 some past 8K probes to the scan to the
-    right; every value is the reference's."""
+    """Texts of a few shingles leave most bins empty, so their probes run
+    past the first ones tested together and past the CPU's table; every value
+    is the reference's."""
     rng = random.Random(K)
     texts = _random_texts(rng, 80, "abcdefgh ")
     texts = [t[:rng.randrange(0, 12)] for t in texts]
