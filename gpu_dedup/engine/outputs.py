@@ -253,6 +253,11 @@ class StoredStrings:
     def __getitem__(self, i):
         return gather(self.ctx, self.docs, np.array([int(i)], dtype=np.int64), self.name)[0]
 
+    def take(self, positions) -> pa.Array:
+        """The strings of the sorted global document positions, read a chunk
+        at a time."""
+        return gather(self.ctx, self.docs, np.asarray(positions, dtype=np.int64), self.name)
+
 
 class RowGroups:
     """Writes tables to a ParquetWriter in row groups of exactly ``ROW_GROUP``

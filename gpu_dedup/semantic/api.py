@@ -276,25 +276,32 @@ def _removed_pairs(runner, limit: int):
     return np.concatenate(docs), np.concatenate(dups), np.concatenate(sims)
 
 
+def _gathered(texts, docs, dups):
+    """The texts of ``docs`` and ``dups`` read once (``texts.take`` of their
+    sorted distinct positions), and where each of the two falls in them."""
+    both = np.concatenate([docs, dups])
+    order, place = np.unique(both, return_inverse=True)
+    return texts.take(order), place[:docs.size], place[docs.size:]
+
+
+def _jaccard(arr, a, b, cfg) -> np.ndarray:
+    from ..kernels.cpu import jaccard_edges
+    from ..truth import shingle_sets
+    off, vals = shingle_sets(arr, cfg.shingle, cfg.ngram, cfg.normalize)
+    return jaccard_edges(off, vals, a.astype(np.int64), b.astype(np.int64))
+
+
 def beyond_run(texts, docs, dups, config=None) -> np.ndarray:
     """The exact Jaccard, by ``run``'s shingles (its default configuration:
     character 5-grams after NFKC, lowercasing and whitespace folding), of
     each removed document ``docs[i]`` and the kept one it names
     ``dups[i]``: below ``run``'s threshold, ``run`` would not remove it for
-    that pair."""
-    import pyarrow as pa
+    that pair. ``texts``: anything with ``take`` (an Arrow array, the
+    stored texts)."""
     from ..config import Config
-    from ..kernels.cpu import jaccard_edges
-    from ..truth import shingle_sets
-    cfg = config or Config()
     if docs.size == 0:
         return np.zeros(0)
-    both = np.concatenate([docs, dups])
-    order, place = np.unique(both, return_inverse=True)
-    arr = pa.array([texts[int(i)].as_py() for i in order], pa.large_string())
-    off, vals = shingle_sets(arr, cfg.shingle, cfg.ngram, cfg.normalize)
-    return jaccard_edges(off, vals, place[:docs.size].astype(np.int64),
-                         place[docs.size:].astype(np.int64))
+    return _jaccard(*_gathered(texts, docs, dups), config or Config())
 
 
 def _html(runner, path: str, report: dict, examples: int = 20) -> None:
@@ -306,38 +313,38 @@ def _html(runner, path: str, report: dict, examples: int = 20) -> None:
     report = clean_tree(report)
     d, s = report["documents"], report["search"]
     docs, dups, sims = _removed_pairs(runner, SURVEYED)
-    texts = runner.texts() if docs.size else None
-    rows = [(texts[int(a)].as_py(), texts[int(b)].as_py(), float(c))
-            for a, b, c in zip(docs[:examples], dups[:examples], sims[:examples])]
-    ex = "".join(f"<tr><td>{sim:.4f}</td><td><pre>{esc(a[:600])}</pre></td>"
-                 f"<td><pre>{esc(b[:600])}</pre></td></tr>" for a, b, sim in rows)
     run_cfg = Config()
-    jac = beyond_run(texts, docs, dups, run_cfg)
-    below = np.flatnonzero(jac < float(run_cfg.threshold))
-    # the lowest Jaccard first: what only meaning tells apart
-    shown, beyond = set(), []
-    for i in below[np.argsort(jac[below], kind="stable")]:
-        pair = (texts[int(docs[i])].as_py(), texts[int(dups[i])].as_py())
-        if pair in shown:                   # the same two texts once
-            continue
-        shown.add(pair)
-        beyond.append(f"<tr><td>{sims[i]:.4f}</td><td>{jac[i]:.3f}</td>"
-                      f"<td><pre>{esc(pair[0][:600])}</pre></td>"
-                      f"<td><pre>{esc(pair[1][:600])}</pre></td></tr>")
-        if len(beyond) == examples:
-            break
-    beyond = "".join(beyond)
-    surveyed = (f"the first {docs.size:,} removed documents" if docs.size < d["removed"]
-                else f"all {docs.size:,} removed documents")
-    beyond_html = (
-        f"<h2 id=\"beyond-run\">What semantic search removes that <code>run</code> keeps</h2>"
-        f"<p>Of {surveyed}, {below.size:,} ({100 * below.size / max(1, docs.size):.1f}%) have "
-        f"an exact Jaccard below {float(run_cfg.threshold):g} with the kept document they "
-        f"name, by <code>run</code>'s default shingles ({esc(run_cfg.shingle)} "
-        f"{run_cfg.ngram}-grams after {esc(', '.join(run_cfg.normalize))}): "
-        f"<code>run</code> would not remove them for that pair. The lowest first:</p>"
-        f"<table><tr><th>cosine</th><th>Jaccard</th><th>removed</th><th>kept</th></tr>"
-        f"{beyond}</table>") if docs.size else ""
+    beyond_html = ex = ""
+    if docs.size:
+        arr, a, b = _gathered(runner.texts(), docs, dups)
+        ex = "".join(f"<tr><td>{sims[i]:.4f}</td><td><pre>{esc(arr[a[i]].as_py()[:600])}</pre>"
+                     f"</td><td><pre>{esc(arr[b[i]].as_py()[:600])}</pre></td></tr>"
+                     for i in range(min(examples, docs.size)))
+        jac = _jaccard(arr, a, b, run_cfg)
+        below = np.flatnonzero(jac < float(run_cfg.threshold))
+        # the lowest Jaccard first: what only meaning tells apart; each two texts once
+        shown, rows = set(), []
+        for i in below[np.argsort(jac[below], kind="stable")]:
+            pair = (arr[a[i]].as_py(), arr[b[i]].as_py())
+            if pair in shown:
+                continue
+            shown.add(pair)
+            rows.append(f"<tr><td>{sims[i]:.4f}</td><td>{jac[i]:.3f}</td>"
+                        f"<td><pre>{esc(pair[0][:600])}</pre></td>"
+                        f"<td><pre>{esc(pair[1][:600])}</pre></td></tr>")
+            if len(rows) == examples:
+                break
+        surveyed = (f"the first {docs.size:,} removed documents" if docs.size < d["removed"]
+                    else f"all {docs.size:,} removed documents")
+        beyond_html = (
+            f"<h2 id=\"beyond-run\">What semantic search removes that <code>run</code> keeps</h2>"
+            f"<p>Of {surveyed}, {below.size:,} ({100 * below.size / docs.size:.1f}%) have "
+            f"an exact Jaccard below {float(run_cfg.threshold):g} with the kept document they "
+            f"name, by <code>run</code>'s default shingles ({esc(run_cfg.shingle)} "
+            f"{run_cfg.ngram}-grams after {esc(', '.join(run_cfg.normalize))}): "
+            f"<code>run</code> would not remove them for that pair. The lowest first:</p>"
+            f"<table><tr><th>cosine</th><th>Jaccard</th><th>removed</th><th>kept</th></tr>"
+            f"{''.join(rows)}</table>")
     cos = math.nan if not report["removed_similarity"] else report["removed_similarity"]["min"]
     body = f"""
 <h1>Semantic duplicates</h1>
