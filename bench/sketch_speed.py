@@ -39,10 +39,9 @@ def main(argv=None) -> int:
     ap.add_argument("paths", nargs="*")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    import numba
-    from gpu_dedup.kernels import cpu
+    from gpu_dedup.kernels import cpu, threads
     from gpu_dedup.stages.signatures import hash_params
-    numba.set_num_threads(1)
+    threads.set_threads(1)
     paths = args.paths or [corpora.debian_short(1_000_000).path, corpora.debian_entries().path,
                            corpora.long_documents().path]
     a, b = hash_params(128, 42)

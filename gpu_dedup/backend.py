@@ -237,8 +237,8 @@ class CpuBackend:
         self._b = buckets
 
     def describe(self) -> dict:
-        import numba
-        return {"device": "cpu", "threads": int(numba.get_num_threads()),
+        from .kernels.threads import threads
+        return {"device": "cpu", "threads": threads(),
                 "grouping": "hash table per band (Numba)", "components": "scipy.sparse.csgraph"}
 
     # -- text -------------------------------------------------------------

@@ -38,7 +38,7 @@ def compile_notice() -> str | None:
     try:
         from .kernels import cpu
         # a kernel every run and the demo compile (the read stage's fingerprints)
-        cached = os.path.exists(cpu.text_hash128._cache._cache_file._index_path)
+        cached = os.path.exists(cpu._text_hash_docs._cache._cache_file._index_path)
     except (AttributeError, ImportError, OSError, TypeError):   # Numba's cache is no API
         return None
     if cached:

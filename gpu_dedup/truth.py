@@ -44,12 +44,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numba import njit, prange
+from numba import njit
 
 from .arrays import unique
 from .config import parse_normalize
 from .errors import ConfigError
 from .kernels.primitives import intersect_sorted
+from .kernels.threads import for_range
+from .kernels.threads import threads as kernel_threads
 
 #: Tolerance on the filters' bounds (see the module docstring).
 _EPS = 1e-7
@@ -92,11 +94,10 @@ def _as_arrow(texts) -> pa.Array:
 
 # -- kernels -----------------------------------------------------------------
 
-@njit(parallel=True, cache=True)
-def _brute_counts(set_off, values, t):
+@njit(cache=True, nogil=True)
+def _brute_counts(set_off, values, t, counts, i0, i1):
     n = set_off.shape[0] - 1
-    counts = np.zeros(n, np.int64)
-    for i in prange(n):
+    for i in range(i0, i1):
         li = set_off[i + 1] - set_off[i]
         if li == 0:
             continue
@@ -109,13 +110,12 @@ def _brute_counts(set_off, values, t):
             if inter / (li + lj - inter) >= t:
                 c += 1
         counts[i] = c
-    return counts
 
 
-@njit(parallel=True, cache=True)
-def _brute_fill(set_off, values, t, start, pa_, pb_, ps_):
+@njit(cache=True, nogil=True)
+def _brute_fill(set_off, values, t, start, pa_, pb_, ps_, i0, i1):
     n = set_off.shape[0] - 1
-    for i in prange(n):
+    for i in range(i0, i1):
         li = set_off[i + 1] - set_off[i]
         if li == 0:
             continue
@@ -133,24 +133,31 @@ def _brute_fill(set_off, values, t, start, pa_, pb_, ps_):
                 p += 1
 
 
-@njit(parallel=True, cache=True)
-def _sort_segments(off, vals):
-    n = off.shape[0] - 1
-    for i in prange(n):
+@njit(cache=True, nogil=True)
+def _sort_segments(off, vals, i0, i1):
+    for i in range(i0, i1):
         if off[i + 1] - off[i] > 1:
             vals[off[i]:off[i + 1]] = np.sort(vals[off[i]:off[i + 1]])
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _slot(v, mask):
     h = v * np.uint64(0x9E3779B97F4A7C15)
     return np.int64((h ^ (h >> np.uint64(29))) & mask)
 
 
-@njit(parallel=True, cache=True)
 def _lookup_ranks(uniq, rank, values):
     """``rank[k]`` (as int32) for each ``values[i] == uniq[k]`` (``uniq``
     distinct), by an open-addressing hash table."""
+    keys, slot_rank, mask = _rank_table(uniq, rank, values)
+    mask = np.uint64(mask)                   # back from Numba as a Python int
+    out = np.empty(values.shape[0], np.int32)
+    for_range(_ranks_of, values.shape[0], keys, slot_rank, mask, values, out, grain=4096)
+    return out
+
+
+@njit(cache=True)
+def _rank_table(uniq, rank, values):
     size = 1
     while size < 2 * uniq.shape[0] + 2:
         size <<= 1
@@ -163,17 +170,21 @@ def _lookup_ranks(uniq, rank, values):
             s = (s + 1) & (size - 1)
         keys[s] = uniq[k]
         slot_rank[s] = rank[k]
-    out = np.empty(values.shape[0], np.int32)
-    for i in prange(values.shape[0]):
+    return keys, slot_rank, mask
+
+
+@njit(cache=True, nogil=True)
+def _ranks_of(keys, slot_rank, mask, values, out, i0, i1):
+    size = keys.shape[0]
+    for i in range(i0, i1):
         v = values[i]
         s = _slot(np.uint64(v), mask)
         while keys[s] != v or slot_rank[s] < 0:
             s = (s + 1) & (size - 1)
         out[i] = slot_rank[s]
-    return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _min_overlap(t, lx, ly):
     v = t / (1.0 + t) * (lx + ly) - _EPS
     a = np.int64(np.ceil(v))
@@ -250,12 +261,12 @@ def _probe(px, order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_le
     return found
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
 def _join_pass(order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_len,
-               counts, start, emit, out_a, out_b, out_s, nblocks):
+               counts, start, emit, out_a, out_b, out_s, nblocks, b0, b1):
     m = order.shape[0]
     step = (m + nblocks - 1) // nblocks
-    for blk in prange(nblocks):
+    for blk in range(b0, b1):
         lo = blk * step
         hi = min(m, lo + step)
         if lo >= hi:
@@ -291,14 +302,16 @@ def brute_force_join(set_off, values, threshold: float):
     values = np.ascontiguousarray(values)
     if set_off.size < 3:
         return _empty_pairs()
-    counts = _brute_counts(set_off, values, t)
+    n = set_off.size - 1
+    counts = np.zeros(n, np.int64)
+    for_range(_brute_counts, n, set_off, values, t, counts)
     start = np.zeros(counts.size, np.int64)
     np.cumsum(counts[:-1], out=start[1:])
     total = int(counts.sum())
     a = np.empty(total, np.int64)
     b = np.empty(total, np.int64)
     s = np.empty(total, np.float64)
-    _brute_fill(set_off, values, t, start, a, b, s)
+    for_range(_brute_fill, n, set_off, values, t, start, a, b, s)
     return _sorted_pairs(a, b, s)
 
 
@@ -322,7 +335,7 @@ def frequency_ranks(set_off, values):
     rank = np.empty(uniq.size, np.int64)
     rank[tok_order] = np.arange(uniq.size, dtype=np.int64)
     toks = _lookup_ranks(uniq, rank, values)
-    _sort_segments(set_off, toks)
+    for_range(_sort_segments, set_off.size - 1, set_off, toks, grain=256)
     return toks, int(uniq.size)
 
 
@@ -335,14 +348,13 @@ def similarity_join(set_off, values, threshold: float, threads: int | None = Non
         values: the sets' elements (any integer type), each set sorted and
             without repeats, as :func:`shingle_sets` returns them.
         threshold: in ``(0, 1]``.
-        threads: how many threads to size the blocks of work for (Numba's
-            thread count if None); the result does not depend on it.
+        threads: how many threads to size the blocks of work for (the
+            kernels' thread count if None); the result does not depend on it.
 
     Returns:
         ``(a, b, similarity)``: ``int64``, ``int64``, ``float64`` arrays sorted
         by ``(a, b)``, identical to :func:`brute_force_join`'s.
     """
-    import numba
     t = _check_threshold(threshold)
     set_off = np.ascontiguousarray(set_off, dtype=np.int64)
     n = set_off.size - 1
@@ -370,21 +382,21 @@ def similarity_join(set_off, values, threshold: float, threads: int | None = Non
     idx_len = so[idx_set]
     idx_off = np.zeros(n_tok + 1, np.int64)
     np.cumsum(np.bincount(tok, minlength=n_tok), out=idx_off[1:])
-    nthreads = threads or numba.get_num_threads()
+    nthreads = threads or kernel_threads()
     nblocks = int(min(m, max(1, nthreads) * 16))
     counts = np.zeros(m, np.int64)
     dummy_i = np.zeros(0, np.int64)
     dummy_f = np.zeros(0, np.float64)
-    _join_pass(order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_len,
-               counts, counts, False, dummy_i, dummy_i, dummy_f, nblocks)
+    for_range(_join_pass, nblocks, order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos,
+              idx_len, counts, counts, False, dummy_i, dummy_i, dummy_f, nblocks)
     start = np.zeros(m, np.int64)
     np.cumsum(counts[:-1], out=start[1:])
     total = int(counts.sum())
     a = np.empty(total, np.int64)
     b = np.empty(total, np.int64)
     s = np.empty(total, np.float64)
-    _join_pass(order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos, idx_len,
-               counts, start, True, a, b, s, nblocks)
+    for_range(_join_pass, nblocks, order, set_off, toks, sizes, t, idx_off, idx_set, idx_pos,
+              idx_len, counts, start, True, a, b, s, nblocks)
     return _sorted_pairs(a, b, s)
 
 

@@ -1,18 +1,19 @@
 """CPU kernels over keys (Numba ``@njit``): the buckets of band keys, the
 groups of equal fingerprints, and union-find over edges.
 
-Each groups keys with an open-addressing hash table, per key segment in
-parallel (``prange``). The GPU backend groups the same keys by sorting them
+Each groups keys with an open-addressing hash table, per key segment, on
+several threads (:func:`kernels.threads.for_range`). The GPU backend groups the same keys by sorting them
 (``gpu_dedup.backend_grouping``), with the same results.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .hashing import GOLDEN, U64, fmix64
+from .threads import for_range
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bucket_table(n):
     """An empty open-addressing table for ``n`` keys: keys, and heads (-1)."""
     size = 1
@@ -21,7 +22,7 @@ def _bucket_table(n):
     return np.empty(size, np.uint64), np.full(size, -1, np.int64)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _bucket_slot(tab_key, tab_head, k):
     """The slot of key ``k`` in an open-addressing table of a power-of-two
     size: where it is, or the empty slot (``tab_head < 0``) it goes in."""
@@ -32,7 +33,6 @@ def _bucket_slot(tab_key, tab_head, k):
     return slot
 
 
-@njit(parallel=True, cache=True)
 def segment_bucket_edges(keys, docs, seg):
     """Candidate edges of the buckets of several key segments, packed
     ``a << 32 | b`` (``a < b``), sorted and unique.
@@ -45,11 +45,16 @@ def segment_bucket_edges(keys, docs, seg):
     *chain edges* ``(m(i-1), mi)``: at most ``2k`` edges, never all pairs.
     """
     g = seg.shape[0] - 1
-    total = seg[g]
-    out = np.empty(2 * total, np.uint64)
+    out = np.empty(2 * int(seg[g]), np.uint64)
     counts = np.zeros(max(g, 1), np.int64)
+    for_range(_bucket_edge_segments, g, keys, docs, seg, out, counts)
+    return _packed_edges(out, seg, counts)
+
+
+@njit(cache=True, nogil=True)
+def _bucket_edge_segments(keys, docs, seg, out, counts, j0, j1):
     implicit = docs.shape[0] == 0
-    for j in prange(g):
+    for j in range(j0, j1):
         lo = seg[j]
         hi = seg[j + 1]
         tab_key, tab_first = _bucket_table(hi - lo)
@@ -74,6 +79,13 @@ def segment_bucket_edges(keys, docs, seg):
                     m += 1
                 tab_last[slot] = d
         counts[j] = m
+
+
+@njit(cache=True)
+def _packed_edges(out, seg, counts):
+    """The edges of every segment (``counts[j]`` from ``out[2 * seg[j]:]``),
+    sorted and unique."""
+    g = seg.shape[0] - 1
     n_out = 0
     for j in range(g):
         n_out += counts[j]
@@ -87,7 +99,6 @@ def segment_bucket_edges(keys, docs, seg):
     return np.unique(packed)
 
 
-@njit(parallel=True, cache=True)
 def segment_buckets(keys, docs, seg):
     """The buckets of two or more members of several key segments.
 
@@ -96,14 +107,20 @@ def segment_buckets(keys, docs, seg):
     ascending; buckets in order of segment, then of first member.
     """
     g = seg.shape[0] - 1
-    lo0 = seg[0] if g >= 0 else 0
-    total = seg[g] - lo0 if g >= 0 else 0
+    lo0 = int(seg[0]) if g >= 0 else 0
+    total = int(seg[g]) - lo0 if g >= 0 else 0
     out_mem = np.empty(max(total, 1), np.int64)
     out_size = np.empty(max(total, 1), np.int64)
     n_mem = np.zeros(max(g, 1), np.int64)
     n_bkt = np.zeros(max(g, 1), np.int64)
+    for_range(_bucket_segments, g, keys, docs, seg, lo0, out_mem, out_size, n_mem, n_bkt)
+    return _bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt)
+
+
+@njit(cache=True, nogil=True)
+def _bucket_segments(keys, docs, seg, lo0, out_mem, out_size, n_mem, n_bkt, j0, j1):
     implicit = docs.shape[0] == 0
-    for j in prange(g):
+    for j in range(j0, j1):
         lo = seg[j]
         hi = seg[j + 1]
         n = hi - lo
@@ -141,6 +158,12 @@ def segment_buckets(keys, docs, seg):
                 pos[b] += 1
         n_mem[j] = p
         n_bkt[j] = nbig
+
+
+@njit(cache=True)
+def _bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt):
+    """The buckets each segment found, one after another: ``(off, members)``."""
+    g = seg.shape[0] - 1
     m_total = 0
     b_total = 0
     for j in range(g):
@@ -161,13 +184,18 @@ def segment_buckets(keys, docs, seg):
     return off, members
 
 
-@njit(parallel=True, cache=True)
 def bucket_hashes(off, members):
     """Two 64-bit hashes of each bucket's member list (its size included),
     to find buckets with the same members."""
     nb = off.shape[0] - 1
     h = np.empty((max(nb, 0), 2), np.uint64)
-    for b in prange(nb):
+    for_range(_bucket_hash_range, nb, off, members, h, grain=1024)
+    return h
+
+
+@njit(cache=True, nogil=True)
+def _bucket_hash_range(off, members, h, b0, b1):
+    for b in range(b0, b1):
         h1 = fmix64(U64(off[b + 1] - off[b]) * GOLDEN)
         h2 = fmix64(h1 ^ U64(0x5851F42D4C957F2D))
         for i in range(off[b], off[b + 1]):
@@ -176,7 +204,6 @@ def bucket_hashes(off, members):
             h2 = fmix64((h2 + x) * U64(0xD6E8FEB86659FD93))
         h[b, 0] = h1
         h[b, 1] = h2
-    return h
 
 
 def check_segments(keys, docs, seg) -> None:
@@ -251,7 +278,7 @@ def first_equal(fp, active):
     return rep
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _find(parent, x):
     root = x
     while parent[root] != root:
@@ -284,7 +311,7 @@ def connected(parent, ea, eb):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _in_part(k, parts, mask, want):
     """Whether key ``k`` is in partition ``want``: ``(k >> 40) % parts``
     (``mask``: ``parts - 1`` when it is a power of two, else 0)."""
@@ -292,38 +319,55 @@ def _in_part(k, parts, mask, want):
     return (h & mask if mask else h % parts) == want
 
 
-@njit(parallel=True, cache=True)
+#: Keys a block of :func:`keys_of_partition` reads.
+PART_BLOCK = 1 << 16
+
+
 def keys_of_partition(keys, parts, p, base):
     """The keys of partition ``p`` of ``parts`` (``(key >> 40) % parts``, the
     high bits: the tables hash the low ones) and their positions plus
     ``base``, in order, in one pass over ``keys`` (which may be a memory
     map): ``(keys, positions)``."""
     n = keys.shape[0]
-    P = U64(parts)
-    mask = P - U64(1) if (parts & (parts - 1)) == 0 else U64(0)
-    want = U64(p)
-    step = 1 << 16
-    nblocks = (n + step - 1) // step
+    parts = int(parts)
+    mask = parts - 1 if (parts & (parts - 1)) == 0 else 0
+    nblocks = -(-n // PART_BLOCK)
     count = np.zeros(nblocks + 1, np.int64)
-    for b in prange(nblocks):
-        c = 0
-        for i in range(b * step, min(n, (b + 1) * step)):
-            if _in_part(keys[i], P, mask, want):
-                c += 1
-        count[b + 1] = c
-    for b in range(nblocks):
-        count[b + 1] += count[b]
+    out_k = np.empty(0, np.uint64)
+    out_d = np.empty(0, np.int64)
+    for_range(_partition_blocks, nblocks, keys, U64(parts), U64(mask), U64(p), int(base), count,
+              out_k, out_d, False)
+    np.cumsum(count, out=count)
     out_k = np.empty(count[nblocks], np.uint64)
     out_d = np.empty(count[nblocks], np.int64)
-    for b in prange(nblocks):
+    for_range(_partition_blocks, nblocks, keys, U64(parts), U64(mask), U64(p), int(base), count,
+              out_k, out_d, True)
+    return out_k, out_d
+
+
+@njit(cache=True, nogil=True)
+def _partition_blocks(keys, P, mask, want, base, count, out_k, out_d, write, b0, b1):
+    """Blocks ``b0..b1-1`` of :func:`keys_of_partition`: how many of their
+    keys are in the partition (into ``count[b + 1]``), or (``write``) those
+    keys and positions from ``count[b]`` on."""
+    n = keys.shape[0]
+    for b in range(b0, b1):
+        lo = b * PART_BLOCK
+        hi = min(n, lo + PART_BLOCK)
+        if not write:
+            c = 0
+            for i in range(lo, hi):
+                if _in_part(keys[i], P, mask, want):
+                    c += 1
+            count[b + 1] = c
+            continue
         o = count[b]
-        for i in range(b * step, min(n, (b + 1) * step)):
+        for i in range(lo, hi):
             k = keys[i]
             if _in_part(k, P, mask, want):
                 out_k[o] = k
                 out_d[o] = base + i
                 o += 1
-    return out_k, out_d
 
 
 @njit(cache=True)

@@ -3,7 +3,8 @@ matrices and shingle sets.
 
 Text arrives as Arrow's two buffers: ``offsets`` (``int64``, one more than
 the number of documents) and ``data`` (the concatenated UTF-8 bytes). Every
-kernel works per document (or per edge) in parallel (``prange``) with no
+kernel works per document (or per edge), on several threads
+(:func:`kernels.threads.for_range` over a serial ``nogil`` loop), with no
 Python objects; the step it takes per document or per edge is a function of
 :mod:`kernels.primitives` or :mod:`kernels.text`, which the CUDA kernels
 call as well. The grouping of keys lives in :mod:`kernels.buckets`, greedy
@@ -12,19 +13,25 @@ selection in :mod:`kernels.greedy`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .hashing import U64, fmix64, oph_filled, oph_probe, oph_put, oph_source, oph_start, xxh64
 from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
-                         jaccard_of_runs, jaccard_upper, sorted_unique)
+                         gather_runs, jaccard_of_runs, jaccard_upper, sorted_unique)
 from .text import codepoint_count, fold_spaces_doc, has_shingle
+from .threads import for_range
 
 SEED0 = U64(0)
 BLOCK = 256
 
 
-@njit(cache=True, inline="always")
+def _blocks(d: int) -> int:
+    """Blocks of :data:`BLOCK` documents in ``d``."""
+    return -(-int(d) // BLOCK)
+
+
+@njit(cache=True)
 def _block_scratch(offsets, docs, lo, hi):
     """Work buffers of :func:`_doc_hashes` for documents ``docs[lo:hi]``
     (``pos_a``, ``pos_b``, ``scratch``, ``words``, ``hashes``), sized for the
@@ -38,7 +45,7 @@ def _block_scratch(offsets, docs, lo, hi):
             np.empty(cap, np.uint64), np.empty(cap, np.uint64))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _doc_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, words, out):
     """:func:`kernels.primitives.doc_shingle_hashes`, by the vectorised
     :func:`kernels.primitives.ascii_char_hashes` where the text is ASCII
@@ -48,7 +55,6 @@ def _doc_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, words, ou
     return doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, out)
 
 
-@njit(parallel=True, cache=True)
 def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
     """Signatures of the documents ``docs`` (indices into ``offsets``).
 
@@ -57,11 +63,16 @@ def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
     ``uint32`` (``shift=32``) or ``uint64`` (``shift=0``). A document without
     shingles gets all ones (the largest value).
     """
+    for_range(_minhash_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, a, b,
+              shift, out, counts)
+
+
+@njit(cache=True, nogil=True)
+def _minhash_blocks(offsets, data, docs, word_mode, n, a, b, shift, out, counts, b0, b1):
     D = docs.shape[0]
     K = a.shape[0]
-    nblocks = (D + BLOCK - 1) // BLOCK
     sh = U64(shift)
-    for blk in prange(nblocks):
+    for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
@@ -95,7 +106,7 @@ def _probe_table(q, K):
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _densify(q, probes, row, filled, flag, src):
     """:func:`kernels.hashing.oph_densify` for the CPU, the same values: every
     bin's first :data:`FIRST_PROBES` probes tested together and the first
@@ -120,18 +131,22 @@ def _densify(q, probes, row, filled, flag, src):
         row[k] = row[c]
 
 
-@njit(parallel=True, cache=True)
 def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
     """One-permutation sketches (``kernels.hashing.oph_row``) of the documents
     ``docs``, as :func:`minhash` writes signatures: ``out`` is ``uint32``
     (``shift=32``) or ``uint64`` (``shift=0``), all ones for a document
     without shingles; ``counts[t]`` gets its number of shingles."""
+    probes = _probe_table(q, out.shape[1])
+    for_range(_oph_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, p, q,
+              shift, out, counts, probes)
+
+
+@njit(cache=True, nogil=True)
+def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, b0, b1):
     D = docs.shape[0]
     K = out.shape[1]
-    nblocks = (D + BLOCK - 1) // BLOCK
     sh = U64(shift)
-    probes = _probe_table(q, K)
-    for blk in prange(nblocks):
+    for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
@@ -159,16 +174,18 @@ def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
             _densify(q, probes, row, filled, flag, src)
 
 
-@njit(parallel=True, cache=True)
 def band_keys(sig, bands, rows, out):
     """``out[i, j]`` = 64-bit key of rows ``j*rows .. (j+1)*rows-1`` of ``sig[i]``."""
-    N = sig.shape[0]
-    for i in prange(N):
+    for_range(_band_keys_rows, sig.shape[0], sig, bands, rows, out, grain=1024)
+
+
+@njit(cache=True, nogil=True)
+def _band_keys_rows(sig, bands, rows, out, i0, i1):
+    for i in range(i0, i1):
         for j in range(bands):
             out[i, j] = band_key(sig, i, j, rows)
 
 
-@njit(parallel=True, cache=True)
 def shingle_sets(offsets, data, docs, word_mode, n):
     """Sorted, de-duplicated base hashes of the documents ``docs``, as CSR.
 
@@ -177,13 +194,22 @@ def shingle_sets(offsets, data, docs, word_mode, n):
     """
     D = docs.shape[0]
     raw_off = np.zeros(D + 1, np.int64)
-    for t in range(D):
-        i = docs[t]
-        raw_off[t + 1] = raw_off[t] + (offsets[i + 1] - offsets[i]) + 1
+    np.cumsum(offsets[docs + 1] - offsets[docs] + 1, out=raw_off[1:])
     raw = np.empty(raw_off[D], np.uint64)
     uniq = np.zeros(D, np.int64)
-    nblocks = (D + BLOCK - 1) // BLOCK
-    for blk in prange(nblocks):
+    for_range(_shingle_set_blocks, _blocks(D), offsets, data, docs, word_mode, n, raw_off, raw,
+              uniq)
+    set_off = np.zeros(D + 1, np.int64)
+    np.cumsum(uniq, out=set_off[1:])
+    values = np.empty(set_off[D], np.uint64)
+    for_range(gather_runs, D, raw, raw_off, set_off, values, grain=1024)
+    return set_off, values
+
+
+@njit(cache=True, nogil=True)
+def _shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b0, b1):
+    D = docs.shape[0]
+    for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, words, _ = _block_scratch(offsets, docs, lo, hi)
@@ -193,22 +219,18 @@ def shingle_sets(offsets, data, docs, word_mode, n):
             cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
                               scratch, words, seg)
             uniq[t] = sorted_unique(seg, cnt)
-    set_off = np.zeros(D + 1, np.int64)
-    for t in range(D):
-        set_off[t + 1] = set_off[t] + uniq[t]
-    values = np.empty(set_off[D], np.uint64)
-    for t in prange(D):
-        values[set_off[t]:set_off[t + 1]] = raw[raw_off[t]:raw_off[t] + uniq[t]]
-    return set_off, values
 
 
-@njit(parallel=True, cache=True)
 def set_bounds(offsets, data, docs, word_mode, n, out):
     """The bound rows (:func:`kernels.primitives.bound_row`) of the documents
     ``docs`` into ``out`` (``len(docs) x BOUND_WORDS`` uint32)."""
+    for_range(_set_bound_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, out)
+
+
+@njit(cache=True, nogil=True)
+def _set_bound_blocks(offsets, data, docs, word_mode, n, out, b0, b1):
     D = docs.shape[0]
-    nblocks = (D + BLOCK - 1) // BLOCK
-    for blk in prange(nblocks):
+    for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
@@ -220,17 +242,21 @@ def set_bounds(offsets, data, docs, word_mode, n, out):
             bound_row(hashes, cnt, slots, used, out[t])
 
 
-@njit(parallel=True, cache=True)
 def jaccard_upper_bounds(rows, ia, ib):
     """:func:`kernels.primitives.jaccard_upper` of rows ``ia[e]`` and
     ``ib[e]`` of the bound rows ``rows`` (``n x BOUND_WORDS`` uint32):
     float64, at least each pair's exact Jaccard."""
-    E = ia.shape[0]
-    out = np.empty(E, np.float64)
-    if rows.shape[1] != BOUND_WORDS:
+    if rows.ndim != 2 or rows.shape[1] != BOUND_WORDS:
         raise ValueError("bound rows of the wrong width")
-    counts = rows.view(np.uint8)
-    for e in prange(E):
+    out = np.empty(ia.shape[0], np.float64)
+    for_range(_upper_bound_edges, ia.shape[0], rows, rows.view(np.uint8), ia, ib, out,
+              grain=4096)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
+    for e in range(e0, e1):
         a = ia[e]
         b = ib[e]
         out[e] = jaccard_upper(counts[a], counts[b], rows[a, BOUND_WORDS - 1],
@@ -238,16 +264,21 @@ def jaccard_upper_bounds(rows, ia, ib):
     return out
 
 
-@njit(parallel=True, cache=True)
 def jaccard_edges_between(off1, val1, off2, val2, ia, ib, floor):
     """Jaccard of the sets ``ia[e]`` and ``ib[e]``, each a row of the CSR
     ``(off1, val1)`` where it is 0 or more, else row ``~row`` of ``(off2,
     val2)``; exact where it is at least ``floor``, below it some value below
     ``floor`` (work stops as soon as the intersection cannot reach it)."""
-    E = ia.shape[0]
-    out = np.empty(E, np.float64)
-    below = np.nextafter(floor, 0.0)
-    for e in prange(E):
+    out = np.empty(ia.shape[0], np.float64)
+    floor = float(floor)
+    for_range(_jaccard_edge_range, ia.shape[0], off1, val1, off2, val2, ia, ib, floor,
+              float(np.nextafter(floor, 0.0)), out, grain=256)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1):
+    for e in range(e0, e1):
         r = ia[e]
         if r >= 0:
             va, a0, a1 = val1, off1[r], off1[r + 1]
@@ -278,93 +309,117 @@ def jaccard_edges(set_off, values, ia, ib):
     return jaccard_edges_at_least(set_off, values, ia, ib, 0.0)
 
 
-@njit(parallel=True, cache=True)
 def signature_agreement(sig, ea, eb):
     """Fraction of equal signature columns for each edge (the MinHash estimate)."""
-    E = ea.shape[0]
-    out = np.empty(E, np.float64)
-    for e in prange(E):
-        out[e] = agreement(sig, ea[e], eb[e])
+    out = np.empty(ea.shape[0], np.float64)
+    for_range(_agreement_edges, ea.shape[0], sig, ea, eb, out, grain=1024)
     return out
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _agreement_edges(sig, ea, eb, out, e0, e1):
+    for e in range(e0, e1):
+        out[e] = agreement(sig, ea[e], eb[e])
+
+
 def text_hash128(offsets, data):
     """Two independent XXH64 digests (seeds 0 and 1) of every document: a
     128-bit fingerprint for exact de-duplication."""
-    N = offsets.shape[0] - 1
-    out = np.empty((N, 2), np.uint64)
-    for i in prange(N):
+    out = np.empty((offsets.shape[0] - 1, 2), np.uint64)
+    for_range(_text_hash_docs, out.shape[0], offsets, data, out, grain=1024)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _text_hash_docs(offsets, data, out, i0, i1):
+    for i in range(i0, i1):
         out[i, 0] = xxh64(data, offsets[i], offsets[i + 1], U64(0))
         out[i, 1] = xxh64(data, offsets[i], offsets[i + 1], U64(1))
-    return out
 
 
-@njit(parallel=True, cache=True)
 def codepoint_lengths(offsets, data):
     """Number of code points of every document."""
-    N = offsets.shape[0] - 1
-    out = np.empty(N, np.int64)
-    for i in prange(N):
-        out[i] = codepoint_count(data, offsets[i], offsets[i + 1])
+    out = np.empty(offsets.shape[0] - 1, np.int64)
+    for_range(_codepoint_docs, out.shape[0], offsets, data, out, grain=1024)
     return out
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _codepoint_docs(offsets, data, out, i0, i1):
+    for i in range(i0, i1):
+        out[i] = codepoint_count(data, offsets[i], offsets[i + 1])
+
+
 def has_shingles(offsets, data, word_mode):
     """Whether each document has at least one shingle (a code point; in word
     mode, a word)."""
-    N = offsets.shape[0] - 1
-    out = np.zeros(N, np.bool_)
-    for i in prange(N):
-        out[i] = has_shingle(data, offsets[i], offsets[i + 1], word_mode)
+    out = np.zeros(offsets.shape[0] - 1, np.bool_)
+    for_range(_has_shingle_docs, out.shape[0], offsets, data, bool(word_mode), out,
+              grain=1024)
     return out
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _has_shingle_docs(offsets, data, word_mode, out, i0, i1):
+    for i in range(i0, i1):
+        out[i] = has_shingle(data, offsets[i], offsets[i + 1], word_mode)
+
+
 def fold_spaces(offsets, data):
     """``" ".join(text.split())`` of every document (whitespace as
     :func:`kernels.text.is_space` defines it), as new Arrow buffers
     ``(offsets, data)``."""
     N = offsets.shape[0] - 1
-    empty = np.empty(0, np.uint8)
     lengths = np.empty(N, np.int64)
-    for i in prange(N):
-        lengths[i] = fold_spaces_doc(data, offsets[i], offsets[i + 1], empty, 0)
+    empty = np.empty(0, np.uint8)
+    for_range(_fold_docs, N, offsets, data, empty, lengths, False, grain=1024)
     new_off = np.zeros(N + 1, np.int64)
-    for i in range(N):
-        new_off[i + 1] = new_off[i] + lengths[i]
-    out = np.empty(max(new_off[N], 1), np.uint8)
-    for i in prange(N):
-        fold_spaces_doc(data, offsets[i], offsets[i + 1], out, new_off[i])
+    np.cumsum(lengths, out=new_off[1:])
+    out = np.empty(max(int(new_off[N]), 1), np.uint8)
+    for_range(_fold_docs, N, offsets, data, out, new_off, True, grain=1024)
     return new_off, out
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _fold_docs(offsets, data, out, where, write, i0, i1):
+    """Documents ``i0..i1-1`` with their whitespace folded: their lengths
+    into ``where`` (``write`` false), or their bytes into ``out`` from
+    ``where[i]``."""
+    for i in range(i0, i1):
+        if write:
+            fold_spaces_doc(data, offsets[i], offsets[i + 1], out, where[i])
+        else:
+            where[i] = fold_spaces_doc(data, offsets[i], offsets[i + 1], out, 0)
+
+
 def gather_ranges(data, b0, b1, out_off):
     """The byte ranges ``data[b0[i]:b1[i]]``, one after another (``out_off``:
-    where each starts, ``len(b0) + 1`` entries)."""
+    where each starts, ``len(b0) + 1`` entries; ``b1`` must equal ``b0``
+    plus the sizes that ``out_off`` gives)."""
     n = b0.shape[0]
     out = np.empty(out_off[n], np.uint8)
-    for i in prange(n):
-        o = out_off[i]
-        s = b0[i]
-        for j in range(b1[i] - s):
-            out[o + j] = data[s + j]
+    for_range(gather_runs, n, data, b0, out_off, out, grain=1024)
     return out
 
 
-@njit(parallel=True, cache=True)
 def rows_in(keys, queries):
     """The row of each of ``queries`` in ``keys`` (sorted, distinct); -1
     where absent. A directory of the keys' range (one slot per key, rounded
     up to a power of two) narrows each search to the keys of one slot, so a
     lookup costs a few memory reads whatever the number of keys."""
-    n = keys.shape[0]
-    m = queries.shape[0]
-    out = np.full(m, -1, np.int64)
-    if n == 0:
+    out = np.full(queries.shape[0], -1, np.int64)
+    if keys.shape[0] == 0:
         return out
+    first, shift = _key_directory(keys)
+    for_range(_rows_of, queries.shape[0], keys, first, shift, queries, out, grain=4096)
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _key_directory(keys):
+    """The first key of each slot of :func:`rows_in`'s directory, and the
+    shift that maps a key to its slot."""
+    n = keys.shape[0]
     lo = keys[0]
     span = np.uint64(keys[n - 1] - lo)
     shift = 0
@@ -372,7 +427,7 @@ def rows_in(keys, queries):
         shift += 1
     sh = np.uint64(shift)
     slots = np.int64(span >> sh) + 1
-    first = np.empty(slots + 1, np.int64)       # first key of each slot
+    first = np.empty(slots + 1, np.int64)
     s = 0
     for i in range(n):
         b = np.int64(np.uint64(keys[i] - lo) >> sh)
@@ -382,7 +437,15 @@ def rows_in(keys, queries):
     while s <= slots:
         first[s] = n
         s += 1
-    for t in prange(m):
+    return first, shift
+
+
+@njit(cache=True, nogil=True)
+def _rows_of(keys, first, shift, queries, out, t0, t1):
+    n = keys.shape[0]
+    lo = keys[0]
+    sh = np.uint64(shift)
+    for t in range(t0, t1):
         q = queries[t]
         if q < lo or q > keys[n - 1]:
             continue
@@ -397,4 +460,3 @@ def rows_in(keys, queries):
                 e = mid
         if a < first[b + 1] and keys[a] == q:
             out[t] = a
-    return out

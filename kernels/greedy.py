@@ -3,7 +3,8 @@
 Two ways to the same decisions: the sequential passes of the CPU
 (:func:`greedy_pass`, over a table of scores, :func:`table_insert`, and the
 windows of :func:`window_pairs`), and the rounds, whose step of one document
-and step of one bucket are shared by the CPU (the ``prange`` loops below) and
+and step of one bucket are shared by the CPU (the loops below, on several threads by
+:func:`kernels.threads.for_range`) and
 the GPU (the kernels of :mod:`kernels.cuda_kernels`, which call these very
 functions).
 
@@ -33,10 +34,11 @@ small sorted array of the pairs scored since.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .hashing import U64, fmix64
-from .primitives import find_sorted, smaller, sorted_unique
+from .primitives import find_sorted, gather_runs, smaller, sorted_unique
+from .threads import for_range
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2
 
@@ -199,50 +201,84 @@ def is_candidate(u, v, d_off, d_bkt, b_off, klist, kcount, limit):
 
 # -- CPU drivers ---------------------------------------------------------------
 
-@njit(parallel=True, cache=True)
 def decide_round(todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys, voff, vals,
                  mkeys, mvals, threshold, accept_all, state, nmiss):
+    for_range(_decide_range, todo.shape[0], todo, d_off, d_bkt, d_pos, b_off, klist, kcount,
+              front, limit, keys, voff, vals, mkeys, mvals, threshold, accept_all, state, nmiss,
+              grain=256)
+
+
+@njit(cache=True, nogil=True)
+def _decide_range(todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys, voff,
+                  vals, mkeys, mvals, threshold, accept_all, state, nmiss, i0, i1):
     out = np.zeros(0, np.uint64)
-    for i in prange(todo.shape[0]):
+    for i in range(i0, i1):
         decide_one(i, todo, d_off, d_bkt, d_pos, b_off, klist, kcount, front, limit, keys, voff,
                    vals, mkeys, mvals, threshold, accept_all, state, nmiss, out)
 
 
-@njit(parallel=True, cache=True)
 def best_round(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, mkeys, mvals,
                threshold, accept_all, nmiss, dup, sim):
+    for_range(_best_range, docs.shape[0], docs, d_off, d_bkt, b_off, klist, kcount, limit, keys,
+              voff, vals, mkeys, mvals, threshold, accept_all, nmiss, dup, sim, grain=256)
+
+
+@njit(cache=True, nogil=True)
+def _best_range(docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, mkeys, mvals,
+                threshold, accept_all, nmiss, dup, sim, i0, i1):
     out = np.zeros(0, np.uint64)
-    for i in prange(docs.shape[0]):
+    for i in range(i0, i1):
         best_one(i, docs, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals, mkeys,
                  mvals, threshold, accept_all, nmiss, dup, sim, out)
 
 
-@njit(parallel=True, cache=True)
 def missing_round(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
                   mkeys, mvals, threshold, accept_all, out):
-    for i in prange(todo.shape[0]):
+    for_range(_missing_range, todo.shape[0], todo, moff, d_off, d_bkt, b_off, klist, kcount,
+              limit, keys, voff, vals, mkeys, mvals, threshold, accept_all, out, grain=256)
+
+
+@njit(cache=True, nogil=True)
+def _missing_range(todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
+                   mkeys, mvals, threshold, accept_all, out, i0, i1):
+    for i in range(i0, i1):
         missing_one(i, todo, moff, d_off, d_bkt, b_off, klist, kcount, limit, keys, voff, vals,
                     mkeys, mvals, threshold, accept_all, out)
 
 
-@njit(parallel=True, cache=True)
 def advance_round(bkts, b_off, members, state, klist, kcount, front):
-    for i in prange(bkts.shape[0]):
+    for_range(_advance_range, bkts.shape[0], bkts, b_off, members, state, klist, kcount, front,
+              grain=256)
+
+
+@njit(cache=True, nogil=True)
+def _advance_range(bkts, b_off, members, state, klist, kcount, front, i0, i1):
+    for i in range(i0, i1):
         advance_one(i, bkts, b_off, members, state, klist, kcount, front)
 
 
-@njit(parallel=True, cache=True)
 def window_round(ent_v, d_bkt, d_pos, b_off, members, width, woff, out):
-    for e in prange(ent_v.shape[0]):
+    for_range(_window_range, ent_v.shape[0], ent_v, d_bkt, d_pos, b_off, members, width, woff,
+              out, grain=1024)
+
+
+@njit(cache=True, nogil=True)
+def _window_range(ent_v, d_bkt, d_pos, b_off, members, width, woff, out, e0, e1):
+    for e in range(e0, e1):
         window_one(e, ent_v, d_bkt, d_pos, b_off, members, width, woff, out)
 
 
-@njit(parallel=True, cache=True)
 def candidate_mask(u, v, d_off, d_bkt, b_off, klist, kcount, limit):
     out = np.zeros(u.shape[0], np.bool_)
-    for i in prange(u.shape[0]):
-        out[i] = is_candidate(u[i], v[i], d_off, d_bkt, b_off, klist, kcount, limit)
+    for_range(_candidate_range, u.shape[0], u, v, d_off, d_bkt, b_off, klist, kcount, limit, out,
+              grain=1024)
     return out
+
+
+@njit(cache=True, nogil=True)
+def _candidate_range(u, v, d_off, d_bkt, b_off, klist, kcount, limit, out, i0, i1):
+    for i in range(i0, i1):
+        out[i] = is_candidate(u[i], v[i], d_off, d_bkt, b_off, klist, kcount, limit)
 
 
 # -- the sequential passes (CPU) ------------------------------------------------
@@ -270,7 +306,6 @@ def table_insert(keys, vals, q, v):
     return new
 
 
-@njit(parallel=True, cache=True)
 def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
     """For every rank ``v``: the distinct members among the first
     ``min(pos, width)`` of each of its buckets, where ``pos`` is its own
@@ -279,15 +314,30 @@ def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
     ``(off, u)`` over ranks, ``u`` ascending within a rank."""
     n = d_off.shape[0] - 1
     cap = np.zeros(n + 1, np.int64)
-    for v in prange(n):
+    for_range(_window_sizes, n, d_off, d_pos, width, cap, grain=1024)
+    np.cumsum(cap, out=cap)
+    tmp = np.empty(cap[n], np.int64)
+    cnt = np.zeros(n + 1, np.int64)
+    for_range(_window_lists, n, d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt,
+              grain=1024)
+    off = np.cumsum(cnt)
+    u = np.empty(off[n], np.int64)
+    for_range(gather_runs, n, tmp, cap, off, u, grain=1024)
+    return off, u
+
+
+@njit(cache=True, nogil=True)
+def _window_sizes(d_off, d_pos, width, cap, v0, v1):
+    for v in range(v0, v1):
         c = 0
         for e in range(d_off[v], d_off[v + 1]):
             c += min(d_pos[e], width)
         cap[v + 1] = c
-    cap = np.cumsum(cap)
-    tmp = np.empty(cap[n], np.int64)
-    cnt = np.zeros(n + 1, np.int64)
-    for v in prange(n):
+
+
+@njit(cache=True, nogil=True)
+def _window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0, v1):
+    for v in range(v0, v1):
         m = cap[v]
         for e in range(d_off[v], d_off[v + 1]):
             b0 = b_off[d_bkt[e]]
@@ -296,15 +346,9 @@ def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
                 m += 1
         seg = tmp[cap[v]:m]
         cnt[v + 1] = sorted_unique(seg, m - cap[v])
-    off = np.cumsum(cnt)
-    u = np.empty(off[n], np.int64)
-    for v in prange(n):
-        for j in range(off[v + 1] - off[v]):
-            u[off[v] + j] = tmp[cap[v] + j]
-    return off, u
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _window_find(p_off, p_u, v, u):
     """Position of ``u`` in rank ``v``'s window list, or -1."""
     return find_sorted(p_u, p_off[v], p_off[v + 1], u)

@@ -76,12 +76,12 @@ _S61 = U64(61)
 _S64 = U64(64)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def rotl64(x, r):
     return (x << r) | (x >> (_S64 - r))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def read_u64(buf, p):
     return (U64(buf[p]) | (U64(buf[p + 1]) << _S8) | (U64(buf[p + 2]) << _S16)
             | (U64(buf[p + 3]) << _S24) | (U64(buf[p + 4]) << _S32)
@@ -89,44 +89,44 @@ def read_u64(buf, p):
             | (U64(buf[p + 7]) << _S56))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def read_u32(buf, p):
     return (U64(buf[p]) | (U64(buf[p + 1]) << _S8) | (U64(buf[p + 2]) << _S16)
             | (U64(buf[p + 3]) << _S24))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _xxh_round(acc, lane):
     acc = acc + lane * PRIME64_2
     acc = rotl64(acc, _S31)
     return acc * PRIME64_1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _xxh_merge(acc, val):
     acc = acc ^ _xxh_round(U64(0), val)
     return acc * PRIME64_1 + PRIME64_4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def xxh_tail8(h, lane):
     """XXH64's step over 8 more bytes (``lane``, little endian) of the tail."""
     return rotl64(h ^ _xxh_round(U64(0), lane), _S27) * PRIME64_1 + PRIME64_4
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def xxh_tail4(h, lane):
     """XXH64's step over 4 more bytes (``lane``, below 2**32) of the tail."""
     return rotl64(h ^ (lane * PRIME64_1), _S23) * PRIME64_2 + PRIME64_3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def xxh_tail1(h, byte):
     """XXH64's step over one more byte of the tail."""
     return rotl64(h ^ (byte * PRIME64_5), _S11) * PRIME64_1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def xxh_avalanche(h):
     """XXH64's final mix."""
     h = (h ^ (h >> _S33)) * PRIME64_2
@@ -171,7 +171,7 @@ def xxh64(buf, start, end, seed):
     return xxh_avalanche(h)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fmix64(x):
     """SplitMix64 finalizer: a bijective 64-bit mixer."""
     x = (x ^ (x >> _S30)) * MIX_1
@@ -179,23 +179,23 @@ def fmix64(x):
     return x ^ (x >> _S31)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def permute(a, x, b):
     """Permutation ``k`` of a base hash: ``(a_k * x + b_k) mod 2**64``."""
     return a * x + b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def band_key_start(band):
     return fmix64(GOLDEN * (U64(band) + _S1))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def band_key_step(key, value):
     return fmix64(key ^ U64(value))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_bin(y, K):
     """The bin of a permuted hash: its top 32 bits scaled to ``0 .. K - 1``."""
     return np.int64(((y >> _S32) * U64(K)) >> _S32)
@@ -206,7 +206,7 @@ def oph_bin(y, K):
 OPH_PROBES = 16
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_probe(q, k, t, K):
     """Probe ``t`` of empty bin ``k``: ``bin(fmix(fmix(q ^ k) + t * C))``."""
     return oph_bin(fmix64(fmix64(q ^ U64(k)) + U64(t) * GOLDEN), K)
@@ -221,7 +221,7 @@ def oph_probes(q, K, out):
             out[k, t] = oph_probe(q, k, t, K)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_start(row, filled, shift):
     """Empty the sketch ``row`` and its ``filled`` bits: each value the
     largest, so that a bin's first hash needs no branch."""
@@ -232,7 +232,7 @@ def oph_start(row, filled, shift):
         row[k] = top
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_put(y, shift, row, filled):
     """Fold the permuted hash ``y`` into its bin of ``row``."""
     k = oph_bin(y, row.shape[0])
@@ -241,13 +241,13 @@ def oph_put(y, shift, row, filled):
     row[k] = v if v < row[k] else row[k]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_filled(filled, k):
     """Whether bin ``k`` holds a hash of the document."""
     return (filled[k >> 6] >> U64(k & 63)) & U64(1)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_source(q, probes, filled, k, t0):
     """The bin whose value the empty bin ``k`` takes: the first filled one
     along its probes from probe ``t0`` on (``probes``: :func:`oph_probes` of
@@ -265,7 +265,7 @@ def oph_source(q, probes, filled, k, t0):
     return j
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def oph_densify(q, probes, row, filled):
     """Give each empty bin of ``row`` the value of the bin
     :func:`oph_source` names."""

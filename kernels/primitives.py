@@ -1,8 +1,8 @@
 """The per-document and per-pair steps every backend runs, written once.
 
 Each function here is a Numba ``@njit`` function over arrays and integers:
-the CPU loops (:mod:`kernels.cpu`, :mod:`kernels.greedy`) call them inside
-``prange`` loops, and the CUDA kernels (:mod:`kernels.cuda_kernels`) call the
+the CPU loops (:mod:`kernels.cpu`, :mod:`kernels.greedy`, run on several
+threads by :func:`kernels.threads.for_range`) call them, and the CUDA kernels (:mod:`kernels.cuda_kernels`) call the
 very same functions, which Numba compiles for the device (the simulator runs
 their Python twins, :mod:`kernels.simulator`). What differs between the two
 targets is only how the work is spread: a thread per document or a thread
@@ -26,7 +26,7 @@ _S32 = U64(32)
 _M32 = U64(0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def smaller(a, b):
     """``min(a, b)``: the builtin does not compile for the CUDA target on
     every pair of integer types."""
@@ -104,7 +104,7 @@ def doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, ou
 
 # -- signatures -----------------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _group_of_four(a, b, k0, stride):
     """The permutations folded together in :func:`fold_minima` and
     :func:`fold_minima_top32`, ``k0 + j * stride`` (``j < 4``): the three
@@ -115,7 +115,7 @@ def _group_of_four(a, b, k0, stride):
     return k1, k2, k3, a[k0], a[k1], a[k2], a[k3], b[k0], b[k1], b[k2], b[k3]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fold_minima(hashes, cnt, a, b, row, first, stride):
     """Fold the base hashes ``hashes[:cnt]`` into ``row``:
     ``row[k] = min(row[k], min_s permute(a[k], hashes[s], b[k]))`` for the
@@ -174,7 +174,7 @@ def fold_minima(hashes, cnt, a, b, row, first, stride):
                 row[k] = m
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def top32(alo, ahi, b, xlo, xhi):
     """Top 32 bits of ``permute(a, x, b)`` from the 32-bit halves of ``a``
     and ``x``: ``hi32(alo * xlo + b) + alo * xhi + ahi * xlo (mod 2**32)``.
@@ -185,7 +185,7 @@ def top32(alo, ahi, b, xlo, xhi):
     return np.uint32(t + ahi * xlo)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fold_minima_top32(hashes, cnt, a, b, row, first, stride):
     """As :func:`fold_minima` for a 32-bit signature row, on the top 32 bits
     of each permuted hash (``min(h >> 32) == min(h) >> 32``), each from
@@ -251,7 +251,7 @@ def fold_minima_top32(hashes, cnt, a, b, row, first, stride):
                 row[k] = m
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def band_key(sig, i, j, rows):
     """The 64-bit key of band ``j`` of signature ``i``: its rows
     ``j * rows .. (j + 1) * rows - 1`` (see :mod:`kernels.hashing`)."""
@@ -262,7 +262,7 @@ def band_key(sig, i, j, rows):
     return key
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def agreement(sig, x, y):
     """The share of equal values in signatures ``x`` and ``y`` (the MinHash
     estimate of their Jaccard)."""
@@ -368,7 +368,7 @@ def bound_scratch(cap):
     return np.empty(size, np.uint64), np.empty(size, np.uint8)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def bound_row(hashes, cnt, slots, used, row):
     """The bound row (``BOUND_WORDS`` uint32, see above) of the ``cnt``
     shingle hashes ``hashes[:cnt]`` (not de-duplicated: a hash table of
@@ -404,7 +404,7 @@ def bound_row(hashes, cnt, slots, used, row):
     row[BOUND_WORDS - 1] = np.uint32(distinct)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def jaccard_upper(ca, cb, sa, sb):
     """An upper bound on the Jaccard of two sets from their bound rows'
     byte counts ``ca``, ``cb`` (``BOUND_BINS`` uint8 each) and distinct
@@ -443,7 +443,7 @@ def find_sorted(keys, lo, hi, k):
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def runs_intersect_at_least(va, a0, a1, vb, b0, b1, need):
     """The size of the intersection of the sorted runs ``va[a0:a1]`` and
     ``vb[b0:b1]``, or a smaller number as soon as it cannot reach
@@ -465,19 +465,19 @@ def runs_intersect_at_least(va, a0, a1, vb, b0, b1, need):
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def intersect_at_least(values, a0, a1, b0, b1, need):
     """:func:`runs_intersect_at_least` of two runs of ``values``."""
     return runs_intersect_at_least(values, a0, a1, values, b0, b1, need)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def intersect_sorted(values, a0, a1, b0, b1):
     """The size of the intersection of two sorted runs of ``values``."""
     return intersect_at_least(values, a0, a1, b0, b1, 0)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def jaccard_of_runs(va, a0, a1, vb, b0, b1, need):
     """``(jaccard, exact)`` of the sorted runs ``va[a0:a1]`` and
     ``vb[b0:b1]``: exact when their intersection reaches ``need``; else the
@@ -489,7 +489,7 @@ def jaccard_of_runs(va, a0, a1, vb, b0, b1, need):
     return j, inter >= need
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def jaccard_runs(values, a0, a1, b0, b1, need):
     """:func:`jaccard_of_runs` of two runs of ``values``."""
     return jaccard_of_runs(values, a0, a1, values, b0, b1, need)
@@ -546,7 +546,7 @@ def sort_inplace(x, n):
     x[:n] = tmp
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _insertion_sort(x, a, e):
     """Sort ``x[a:e]`` in place by insertion."""
     for i in range(a + 1, e):
@@ -569,3 +569,14 @@ def sorted_unique(x, m):
             x[k] = x[i]
             k += 1
     return k
+
+
+@njit(cache=True, nogil=True)
+def gather_runs(src, start, out_off, out, i0, i1):
+    """``out[out_off[i]:out_off[i + 1]]`` = the same number of items of
+    ``src`` from ``start[i]``, for ``i`` in ``i0..i1-1``."""
+    for i in range(i0, i1):
+        o = out_off[i]
+        s = start[i]
+        for j in range(out_off[i + 1] - o):
+            out[o + j] = src[s + j]

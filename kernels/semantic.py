@@ -5,8 +5,8 @@
 the other in index order. Each product of two ``float32`` values is exact in
 ``float64`` (24 + 24 significant bits fit in 53), so a fused multiply-add
 gives the very same sum and the value does not depend on the compiler or
-the processor. Every decision of the selection uses this value alone
-(:func:`pair_cosines_serial` computes the same on one thread).
+the processor, nor on how many threads compute it. Every decision of the
+selection uses this value alone.
 
 :func:`decide_block` takes the decisions of one block of documents, in
 priority order, from the screened candidate pairs of each document and
@@ -16,10 +16,12 @@ that sums the rows of each cluster.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
+
+from .threads import for_range
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def exact_dot(emb, a, b):
     """The exact cosine of rows ``a`` and ``b`` of ``emb`` (``float32``):
     ``float64`` products summed in index order."""
@@ -29,7 +31,6 @@ def exact_dot(emb, a, b):
     return s
 
 
-@njit(parallel=True, cache=True)
 def pair_cosines(emb, ia, ib):
     """Exact cosines of the pairs ``(ia[e], ib[e])`` of rows of ``emb``.
 
@@ -41,22 +42,15 @@ def pair_cosines(emb, ia, ib):
     Returns:
         ``float64`` array, :func:`exact_dot` of each pair.
     """
-    m = ia.shape[0]
-    out = np.empty(m, np.float64)
-    for e in prange(m):
-        out[e] = exact_dot(emb, ia[e], ib[e])
+    out = np.empty(ia.shape[0], np.float64)
+    for_range(_cosine_range, ia.shape[0], emb, ia, ib, out, grain=4096)
     return out
 
 
-@njit(cache=True)
-def pair_cosines_serial(emb, ia, ib):
-    """:func:`pair_cosines` on one thread: the same values, without the
-    start of the thread pool that a few pairs do not repay."""
-    m = ia.shape[0]
-    out = np.empty(m, np.float64)
-    for e in range(m):
+@njit(cache=True, nogil=True)
+def _cosine_range(emb, ia, ib, out, e0, e1):
+    for e in range(e0, e1):
         out[e] = exact_dot(emb, ia[e], ib[e])
-    return out
 
 
 @njit(cache=True)

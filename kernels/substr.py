@@ -13,16 +13,17 @@ themselves are collision-free is checked over the run's vocabulary
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from .hashing import U64, xxh64
 from .text import next_word, utf8_decode
+from .threads import for_range
 
 #: Base of the rolling hash (odd, so multiplication is a bijection mod 2**64).
 BASE = U64(0x100000001B3)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _put(out_b0, out_b1, out_c0, out_c1, i, b0, b1, c0, c1):
     out_b0[i] = b0
     out_b1[i] = b1
@@ -57,40 +58,53 @@ def _doc_units(data, start, end, word_mode, out_b0, out_b1, out_c0, out_c1, o):
         p = e
 
 
-@njit(parallel=True, cache=True)
 def units(offsets, data, word_mode):
     """The units of every document: ``(unit_off, b0, b1, c0, c1)``, the CSR
     over documents and each unit's byte and code-point bounds (code points
     counted from its document's start). Words are maximal runs of
     non-whitespace (Python's ``str.split()``); characters are code points."""
     n = offsets.shape[0] - 1
+    word_mode = bool(word_mode)
     cnt = np.zeros(n + 1, np.int64)
     dummy = np.zeros(0, np.int64)
-    for d in prange(n):
-        cnt[d + 1] = _doc_units(data, offsets[d], offsets[d + 1], word_mode, dummy, dummy,
-                                dummy, dummy, -1)
+    for_range(_units_of, n, offsets, data, word_mode, dummy, dummy, dummy, dummy, cnt, False,
+              grain=1024)
     off = np.cumsum(cnt)
     total = off[n]
     b0 = np.empty(total, np.int64)
     b1 = np.empty(total, np.int64)
     c0 = np.empty(total, np.int64)
     c1 = np.empty(total, np.int64)
-    for d in prange(n):
-        _doc_units(data, offsets[d], offsets[d + 1], word_mode, b0, b1, c0, c1, off[d])
+    for_range(_units_of, n, offsets, data, word_mode, b0, b1, c0, c1, off, True, grain=1024)
     return off, b0, b1, c0, c1
 
 
-@njit(parallel=True, cache=True)
+@njit(cache=True, nogil=True)
+def _units_of(offsets, data, word_mode, b0, b1, c0, c1, where, write, d0, d1):
+    """Documents ``d0..d1-1`` of :func:`units`: how many units each has
+    (into ``where[d + 1]``), or (``write``) their bounds from ``where[d]``."""
+    for d in range(d0, d1):
+        if write:
+            _doc_units(data, offsets[d], offsets[d + 1], word_mode, b0, b1, c0, c1, where[d])
+        else:
+            where[d + 1] = _doc_units(data, offsets[d], offsets[d + 1], word_mode, b0, b1, c0,
+                                      c1, -1)
+
+
 def string_hashes(offsets, data, seed):
     """XXH64 (seed ``seed``) of every string of an Arrow string array."""
-    n = offsets.shape[0] - 1
-    out = np.empty(n, np.uint64)
-    for i in prange(n):
-        out[i] = xxh64(data, offsets[i], offsets[i + 1], U64(seed))
+    out = np.empty(offsets.shape[0] - 1, np.uint64)
+    for_range(_string_hash_range, out.shape[0], offsets, data, U64(seed), out, grain=1024)
     return out
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True)
+def _string_hash_range(offsets, data, seed, out, i0, i1):
+    for i in range(i0, i1):
+        out[i] = xxh64(data, offsets[i], offsets[i + 1], seed)
+
+
+@njit(cache=True)
 def roll_top(L):
     """``BASE ** (L - 1)``: the weight of a window's first unit."""
     top = U64(1)
@@ -99,7 +113,7 @@ def roll_top(L):
     return top
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def roll_start(uh, u0, L):
     """The hash of the window of ``L`` units from unit ``u0``."""
     x = U64(0)
@@ -108,7 +122,7 @@ def roll_start(uh, u0, L):
     return x
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def roll_step(x, uh, u0, L, top):
     """The hash of the window from ``u0 + 1``, given ``x``, that from ``u0``."""
     return (x - uh[u0] * top) * BASE + uh[u0 + L]
@@ -126,7 +140,6 @@ def window_offsets(unit_off, L):
     return woff
 
 
-@njit(parallel=True, cache=True)
 def window_hashes(uh, unit_off, L):
     """The rolling hash of every window of ``L`` units inside one document,
     from the units' hashes ``uh``: ``(hashes, start)``, windows in document
@@ -135,8 +148,15 @@ def window_hashes(uh, unit_off, L):
     woff = window_offsets(unit_off, L)
     h = np.empty(woff[n], np.uint64)
     start = np.empty(woff[n], np.int64)
-    top = roll_top(L)
-    for d in prange(n):
+    # roll_top comes back as a Python int: keep it unsigned
+    for_range(_window_hash_docs, n, uh, unit_off, L, woff, h, start, U64(roll_top(L)),
+              grain=256)
+    return h, start
+
+
+@njit(cache=True, nogil=True)
+def _window_hash_docs(uh, unit_off, L, woff, h, start, top, d0, d1):
+    for d in range(d0, d1):
         k = woff[d + 1] - woff[d]
         if k <= 0:
             continue
@@ -149,7 +169,6 @@ def window_hashes(uh, unit_off, L):
             x = roll_step(x, uh, u0 + i - 1, L, top)
             h[w + i] = x
             start[w + i] = u0 + i
-    return h, start
 
 
 @njit(cache=True)

@@ -3,7 +3,7 @@ whitespace folding and ASCII normalization.
 
 Every function here is a Numba ``@njit`` function over a ``uint8`` buffer
 and byte positions, with no allocation, so the same source is compiled for
-the CPU (the ``prange`` loops of :mod:`kernels.cpu` and :mod:`kernels.substr`)
+the CPU (the loops of :mod:`kernels.cpu` and :mod:`kernels.substr`)
 and for the GPU (the kernels of :mod:`kernels.cuda_kernels`). A document is
 ``data[start:end]``; its code points are the steps of :func:`utf8_decode`
 from ``start``, and its words the maximal runs of code points that are not
@@ -15,7 +15,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def utf8_decode(buf, p, end):
     """Decode one code point at ``buf[p]``; return ``(code_point, next_p)``.
 
@@ -36,7 +36,7 @@ def utf8_decode(buf, p, end):
     return c, p + 1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def is_space(c):
     """Python's ``str.isspace`` for one code point (what ``str.split()`` splits on)."""
     if c <= 0x20:
@@ -47,7 +47,7 @@ def is_space(c):
             or c == 0x2028 or c == 0x2029 or c == 0x202F or c == 0x205F or c == 0x3000)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def next_word(data, p, end, cp):
     """The first word of ``data[p:end]``: ``(start, stop, cp_start, cp_stop)``,
     its byte bounds and the indices of its first code point and of the one
@@ -71,7 +71,7 @@ def next_word(data, p, end, cp):
     return start, end, c0, cp
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def codepoint_count(data, start, end):
     """The number of code points of ``data[start:end]``: its bytes that are
     not UTF-8 continuation bytes."""
@@ -82,7 +82,7 @@ def codepoint_count(data, start, end):
     return c
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def has_shingle(data, start, end, word_mode):
     """Whether ``data[start:end]`` has a shingle: a code point, or in word
     mode a word."""
@@ -92,7 +92,7 @@ def has_shingle(data, start, end, word_mode):
     return s < e
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def fold_spaces_doc(data, start, end, out, o):
     """Write the words of ``data[start:end]`` separated by one space (every
     run of whitespace folded, none at either end) to ``out[o:]`` when ``out``
@@ -123,7 +123,7 @@ def fold_spaces_doc(data, start, end, out, o):
 STEP_CODES = {"nfkc": 0, "lower": 1, "punct": 2, "digits": 3, "ws": 4}
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def is_ascii_punct(b):
     """Whether the ASCII byte ``b`` is Unicode punctuation (general category P):
     ``!"#%&'()*,-./:;?@[\\]_{}``."""

@@ -192,25 +192,6 @@ class InProcess(Executor):
     """Every unit in this process, in order."""
 
 
-def _needs_kernel_lock() -> bool:
-    """Whether tasks on several threads must take turns.
-
-    Numba's ``workqueue`` threading layer is not thread-safe: parallel
-    kernels launched from several threads at once abort the process. OpenMP
-    and TBB are. (Compiling, or loading a kernel from Numba's cache, is
-    serialised by Numba's own compiler lock whatever the layer.) The layer
-    is chosen when the first parallel kernel runs, so one runs here."""
-    import numba
-    import numpy as np
-
-    from ..kernels import cpu
-    cpu.codepoint_lengths(np.zeros(2, dtype=np.int64), np.zeros(1, dtype=np.uint8))
-    try:
-        return numba.threading_layer() == "workqueue"
-    except ValueError:             # no layer started: cannot tell, so take turns
-        return True
-
-
 class DaskThreads(Executor):
     """Dask's threaded scheduler in this process."""
 
@@ -222,20 +203,15 @@ class DaskThreads(Executor):
                 from exc
         self.name = "threads"
         self.concurrency = int(workers or os.cpu_count() or 1)
-        self._lock = threading.Lock() if _needs_kernel_lock() else None
 
     def map(self, fn, items, *args, on_done=None) -> list:
         from dask.callbacks import Callback
         from dask.threaded import get
         if not items:
             return []
-        lock = self._lock
 
         def call(item):
-            if lock is None:
-                return fn(item, *args)
-            with lock:
-                return fn(item, *args)
+            return fn(item, *args)
 
         keys = [("gpu-dedup-task", i) for i in range(len(items))]
         graph = {k: (call, item) for k, item in zip(keys, items)}

@@ -92,7 +92,7 @@ def make_plan(budget: int, concurrency: int = 1, input_bytes: int = 0, *,
             (small values cut even a small corpus into many partitions, which
             tests use; the result never depends on it).
     """
-    import numba
+    from ..kernels.threads import threads as kernel_threads
     check_budget(budget)
     reserve = min(RESERVE, budget // 4)
     work = max(budget - reserve, 1)
@@ -113,4 +113,4 @@ def make_plan(budget: int, concurrency: int = 1, input_bytes: int = 0, *,
         store, reason = "memory", (f"the inputs ({format_size(input_bytes)}) fit the budget "
                                    f"of {format_size(budget)}")
     return Plan(int(budget), int(concurrency), int(task), int(chunk),
-                int(numba.get_num_threads()), store, int(input_bytes), reason)
+                kernel_threads(), store, int(input_bytes), reason)

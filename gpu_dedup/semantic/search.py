@@ -51,7 +51,7 @@ import numpy as np
 
 from ..arrays import stable_order, to_host
 from ..errors import ConfigError
-from ..kernels.semantic import cluster_sums, decide_block, pair_cosines, pair_cosines_serial
+from ..kernels.semantic import cluster_sums, decide_block, pair_cosines
 
 #: Screening margin on the ``float32`` product (see the module docstring):
 #: at least four times the worst rounding error of a ``float32`` dot product
@@ -60,8 +60,6 @@ MARGIN = 1e-3
 SEARCHES = ("exact", "kmeans")
 #: The most clusters the default number of clusters gives.
 MAX_CLUSTERS = 4096
-#: Fewest pairs scored on all threads (fewer are scored on one).
-PARALLEL_PAIRS = 4096
 #: Rows per cluster the k-means++ seeds are drawn from (Lloyd's iterations
 #: then run on the whole sample).
 SEED_ROWS_PER_CLUSTER = 32
@@ -437,7 +435,7 @@ def _select_blocked(emb, threshold, order, labels, sets, k, block, xp, max_bytes
         j, r = state.screen_block(bx, sets[ids], members, mfirst, mcount)
         v = ids[j]
         u = state.row_doc[r]
-        score = (pair_cosines if v.shape[0] >= PARALLEL_PAIRS else pair_cosines_serial)(emb, v, u)
+        score = pair_cosines(emb, v, u)
         compared += score.shape[0]
         kb, best, listed = decide_block(nb, j, state.row_local[r], rank[u], score, threshold)
         kept[ids] = kb

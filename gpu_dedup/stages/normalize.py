@@ -54,8 +54,8 @@ PARALLEL_BYTES = 16 << 20
 
 
 def _threads() -> int:
-    import numba
-    return max(1, int(numba.get_num_threads()))
+    from ..kernels.threads import threads
+    return threads()
 
 
 def _threaded(arr: pa.Array, steps) -> pa.Array:
