@@ -26,8 +26,8 @@ def wanted(quiet: bool = False, stream=None) -> bool:
     return True
 
 
-#: What compiling the CPU kernels takes on a first run (two busy cores: 46 s for the demo).
-COMPILE_SECONDS = "up to a minute"
+#: What compiling the CPU kernels takes on a first run (two cores: 18 s of the demo's 20 s).
+COMPILE_SECONDS = "about 20 seconds"
 
 
 def compile_notice() -> str | None:

@@ -85,11 +85,12 @@ def for_range(kernel, n: int, *args, grain: int = 1) -> None:
     if n <= 0:
         return
     t = threads()
-    chunks = min(-(-n // max(1, int(grain))), CHUNKS_PER_THREAD * t)
+    grain = max(1, int(grain))
+    chunks = min(-(-n // grain), CHUNKS_PER_THREAD * t)
     if t == 1 or chunks <= 1 or getattr(_local, "worker", False):
         kernel(*args, 0, n)
         return
-    step = -(-n // chunks)
+    step = max(grain, -(-n // chunks))
     starts = iter(range(0, n, step))
     take = threading.Lock()
     stop: list[bool] = []
