@@ -500,13 +500,11 @@ def sort_inplace(x, n):
     """Sort ``x[:n]`` in place (CPU only): insertion sort for short runs;
     longer ones are spread over about ``n`` slots of their range of values
     (one pass: hashes fall one or two a slot), each slot then sorted on its
-    own, by insertion when it holds a few values and by NumPy's sort when
-    values crowd into it, so skewed values cost no more than NumPy's sort."""
+    own, by insertion when it holds a few values and by heapsort when values
+    crowd into it, so skewed values cost ``O(n log n)`` at worst. (Written
+    out rather than NumPy's sort, which takes Numba seconds to compile.)"""
     if n <= 32:
         _insertion_sort(x, 0, n)
-        return
-    if n > 65536:
-        x[:n].sort()
         return
     lo = x[0]
     hi = x[0]
@@ -540,10 +538,41 @@ def sort_inplace(x, n):
         a = start[b]
         e = start[b + 1]
         if e - a > 32:
-            tmp[a:e].sort()
+            _heap_sort(tmp, a, e)
         elif e - a > 1:
             _insertion_sort(tmp, a, e)
-    x[:n] = tmp
+    for i in range(n):
+        x[i] = tmp[i]
+
+
+@njit(cache=True)
+def _heap_sort(x, a, e):
+    """Sort ``x[a:e]`` in place by heapsort."""
+    m = e - a
+    for root in range(m // 2 - 1, -1, -1):
+        _sift_down(x, a, root, m)
+    for end in range(m - 1, 0, -1):
+        v = x[a]
+        x[a] = x[a + end]
+        x[a + end] = v
+        _sift_down(x, a, 0, end)
+
+
+@njit(cache=True)
+def _sift_down(x, a, root, m):
+    """Move ``x[a + root]`` down the max-heap ``x[a:a + m]`` to its place."""
+    v = x[a + root]
+    while True:
+        child = 2 * root + 1
+        if child >= m:
+            break
+        if child + 1 < m and x[a + child + 1] > x[a + child]:
+            child += 1
+        if x[a + child] <= v:
+            break
+        x[a + root] = x[a + child]
+        root = child
+    x[a + root] = v
 
 
 @njit(cache=True)

@@ -198,8 +198,8 @@ def test_text_hash128_is_two_xxh64_digests():
         assert int(h[i, 1]) == xxhash.xxh64_intdigest(raw, seed=1)
 
 
-@pytest.mark.parametrize("n", [0, 1, 2, 31, 33, 62, 64, 500, 4097, 70000])
-@pytest.mark.parametrize("kind", ["uniform", "skewed", "repeats", "packed"])
+@pytest.mark.parametrize("n", [0, 1, 2, 31, 33, 62, 64, 500, 4097, 70000, 300000])
+@pytest.mark.parametrize("kind", ["uniform", "skewed", "repeats", "packed", "int64"])
 def test_sorted_unique_is_numpys(n, kind):
     from gpu_dedup.kernels.primitives import sorted_unique
     rng = np.random.default_rng(n)
@@ -210,9 +210,11 @@ def test_sorted_unique_is_numpys(n, kind):
         x[: n // 20] = np.uint64(2**64 - 1) - x[: n // 20]
     elif kind == "repeats":
         x = rng.integers(0, 5, size=n).astype(np.uint64) * np.uint64(2**61)
-    else:                                 # pairs packed u << 32 | v
+    elif kind == "packed":                # pairs packed u << 32 | v
         x = (rng.integers(0, 3, size=n).astype(np.uint64) << np.uint64(32)) \
             | rng.integers(0, 2**32, size=n).astype(np.uint64)
+    else:                                 # positions, negatives among them
+        x = rng.integers(-50, 10**6, size=n)
     want = np.unique(x)
     got = x.copy()
     k = sorted_unique(got, n)
