@@ -18,11 +18,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
+ORDER = ["checks", "removals", "speed", "first-run", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed on short, medium and long documents, beside rensa: `python bench/run.py --speed`",
+    "first-run": "The first run after an install, and a warm start: `python bench/first_run.py`",
     "sketch": "Sketches: the one-permutation sketch beside the classic one, at the same bands and rows",
     "speed-stages": "Per stage, before and after: `python bench/one_engine.py --speed --old OLD "
                     "--section speed-stages`",
