@@ -18,7 +18,8 @@ from numba import njit
 from .hashing import U64, fmix64, oph_filled, oph_probe, oph_put, oph_source, oph_start, xxh64
 from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
-                         gather_runs, jaccard_of_runs, jaccard_upper, sorted_unique)
+                         jaccard_of_runs, jaccard_upper)
+from .sorting import gather_runs, sorted_unique
 from .text import codepoint_count, fold_spaces_doc, has_shingle
 from .threads import for_range
 

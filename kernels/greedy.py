@@ -37,7 +37,8 @@ import numpy as np
 from numba import njit
 
 from .hashing import U64, fmix64
-from .primitives import find_sorted, gather_runs, smaller, sorted_unique
+from .primitives import find_sorted, smaller
+from .sorting import gather_runs, sorted_unique
 from .threads import for_range
 
 UNDECIDED, KEPT, REMOVED = 0, 1, 2

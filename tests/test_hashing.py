@@ -201,7 +201,7 @@ def test_text_hash128_is_two_xxh64_digests():
 @pytest.mark.parametrize("n", [0, 1, 2, 31, 33, 62, 64, 500, 4097, 70000, 300000])
 @pytest.mark.parametrize("kind", ["uniform", "skewed", "repeats", "packed", "int64"])
 def test_sorted_unique_is_numpys(n, kind):
-    from gpu_dedup.kernels.primitives import sorted_unique
+    from gpu_dedup.kernels.sorting import sorted_unique
     rng = np.random.default_rng(n)
     if kind == "uniform":                 # hashes
         x = rng.integers(0, 2**63, size=n, dtype=np.int64).astype(np.uint64) * np.uint64(2)
