@@ -23,9 +23,10 @@ tasks in :mod:`gpu_dedup.engine.tasks`:
 6. ``assign``: each document's kept document, similarity and cluster
    (:mod:`~gpu_dedup.engine.assign_stage`).
 
-Between the stages the runner itself holds the representatives' positions
-(8 bytes each) and a few numbers per chunk and block; everything per
-document or per pair lives in the store. What a finished run writes is
+Between the stages the runner itself holds a few numbers per chunk and
+block, and maps the representatives' positions (8 bytes each) from the store
+(in memory when the store is); everything per document or per pair lives in
+the store. What a finished run writes is
 :mod:`~gpu_dedup.engine.outputs`.
 """
 from __future__ import annotations
@@ -199,7 +200,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             meta = {"reps": int(reps.size), "units": parts}
             st.mark_done(layout.stage("exact"), meta,
                          [layout.exact(n) for n in layout.EXACT_ARRAYS + layout.EXACT_FOR_ASSIGN])
-        self.reps = st.load_npy(layout.exact("reps"))
+        # mapped from a disk store, not read in: what the driver reads of them
+        # (searches, gathers) stays in pages the system can drop
+        self.reps = np.asarray(st.load_npy(layout.exact("reps"), mmap=True))
         self.R = int(self.reps.size)
         return self.reps
 
