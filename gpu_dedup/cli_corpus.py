@@ -75,8 +75,10 @@ def substr(inputs, output, unit, min_length, keep, min_doc_length, normalize, wo
 @click.option("--keep", default="first", show_default=True,
               help="Keep priority: first (input order) or longest.")
 @click.option("--model", default=None, metavar="PATH",
-              help="A local model2vec folder (default: the static embeddings bundled with the "
-                   "wordllama package); models are never downloaded.")
+              help="A local model2vec folder, or a local sentence-transformers model of a "
+                   "BERT-family encoder (run without torch, on the GPU with --device gpu); "
+                   "default: the static embeddings bundled with the wordllama package. Models "
+                   "are never downloaded.")
 @click.option("--embedding-field", default=None, metavar="NAME",
               help="Read each record's embedding (a list of numbers) from this field of the "
                    "JSONL, Parquet or Arrow inputs instead of embedding the texts.")

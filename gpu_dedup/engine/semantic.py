@@ -35,7 +35,7 @@ from .base import RunnerBase
 from .outputs import RunOutputs
 from .records import Documents
 from .substr import task_prepare
-from .tasks import Ctx
+from .tasks import Ctx, backend_of
 
 #: The peak memory of an in-memory run per input byte, and the share of a
 #: task's budget a chunk's input bytes may take (an embedding of 256 float32
@@ -115,7 +115,9 @@ def task_embed(ci: int, ctx: Ctx, job: SemanticJob, docs: Documents) -> dict:
         return {**meta, "reused": 1}
     texts = st.column(layout.chunk_file(c["key"], layout.TEXT))
     model = embedder_of(job.model)
-    meta = _save_embeddings(ctx, job, c, model.embed(texts), model.name)
+    xp = getattr(backend_of(ctx), "xp", np) if hasattr(model, "encode") else np
+    meta = _save_embeddings(ctx, job, c, model.embed(texts, xp=xp), model.name,
+                            "cpu" if xp is np else "gpu")
     return {**meta, "reused": 0}
 
 
@@ -136,7 +138,8 @@ def task_embed_field(item: tuple, ctx: Ctx, job: SemanticJob, docs: Documents) -
     return {"chunks": metas, "reused": 0}
 
 
-def _save_embeddings(ctx: Ctx, job: SemanticJob, c: dict, emb, model: str) -> dict:
+def _save_embeddings(ctx: Ctx, job: SemanticJob, c: dict, emb, model: str,
+                     embedded_on: str | None = None) -> dict:
     """Store chunk ``c``'s embeddings (and, for ``keep="longest"``, its
     documents' lengths), mark its unit done; its metadata (``dim`` None for
     a chunk of no documents)."""
@@ -153,7 +156,7 @@ def _save_embeddings(ctx: Ctx, job: SemanticJob, c: dict, emb, model: str) -> di
         files.append(layout.file(unit, layout.LENGTHS))
     meta = {"model": model, "dim": int(emb.shape[1]) if emb.shape[0] else None,
             "n": int(emb.shape[0]), "where": f"{c['path']}:{c['first_line']}",
-            "pid": os.getpid()}
+            "embedded_on": embedded_on, "pid": os.getpid()}
     st.mark_done(unit, meta, files)
     return meta
 
@@ -204,8 +207,10 @@ class SemanticRunner(RunnerBase, RunOutputs):
                 raise InputError(f"{odd['where']}: embedding has {odd['dim']} values, not "
                                  f"{dims[0]} like the first")
             dims = set(dims)
+            on = sorted({str(r["embedded_on"]) for r in res if r.get("embedded_on")})
             meta = {"model": res[0]["model"] if res else None,
-                    "dim": dims.pop() if dims else 0, "units": len(res)}
+                    "dim": dims.pop() if dims else 0, "units": len(res),
+                    "embedded_on": "+".join(on) or None}
             self.store.mark_done(layout.stage("embed"), meta,
                                  units=[layout.embed_chunk(c["key"]) for c in docs.chunks])
         self.embed_meta = meta

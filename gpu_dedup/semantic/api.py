@@ -214,7 +214,8 @@ class Semantic:
                 "threshold": job.threshold, "keep": job.keep,
                 "model": {"name": e.get("model"), "dim": e.get("dim"),
                           "path": job.model, "embedding_field": job.embedding_field,
-                          "embedded_on": None if job.embedding_field else "cpu"},
+                          "embedded_on": (None if job.embedding_field
+                                          else e.get("embedded_on") or "cpu")},
                 "search": {"mode": m["search"], "requested": job.search,
                            "probe": job.probe if m["search"] == "kmeans" else None,
                            "kmeans_clusters": m["clusters_kmeans"],

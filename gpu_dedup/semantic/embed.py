@@ -19,7 +19,10 @@ The models (:func:`load_model`):
 * a local folder of a static model: model2vec's ``save_pretrained`` layout
   (``model.safetensors`` with an ``embeddings`` tensor, ``tokenizer.json``,
   ``config.json``), or a sentence-transformers model whose only module, but
-  for ``Normalize``, is a ``StaticEmbedding``.
+  for ``Normalize``, is a ``StaticEmbedding``;
+* a local sentence-transformers model of a BERT-family encoder
+  (:mod:`gpu_dedup.semantic.transformer`), run without torch, on a GPU when
+  the run has one.
 
 Models are never downloaded: nothing here opens a network connection.
 """
@@ -118,7 +121,7 @@ class StaticEmbedder:
     def __repr__(self) -> str:
         return f"StaticEmbedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens})"
 
-    def embed(self, texts, batch_size: int = 4096) -> np.ndarray:
+    def embed(self, texts, batch_size: int = 4096, xp=None) -> np.ndarray:
         """The embedding of each text.
 
         Args:
@@ -126,6 +129,8 @@ class StaticEmbedder:
                 array); a null counts as an empty text.
             batch_size: texts tokenized at a time (the result never depends
                 on it, to the bit).
+            xp: not used: static vectors are summed on the host, where the
+                tokens are.
 
         Returns:
             float32 ``(len(texts), dim)``: rows of norm 1, or 0 for a text
@@ -272,11 +277,14 @@ def bundled_model() -> StaticEmbedder:
     return StaticEmbedder(tensors[WORDLLAMA_KEY], tokenizer, BUNDLED_NAME)
 
 
-def load_model(path: str | None) -> StaticEmbedder:
-    """The model at ``path``: a local folder of a static model, or the
-    default (:func:`bundled_model`) if None.
+def load_model(path: str | None):
+    """The model at ``path``: a local model folder, or the default
+    (:func:`bundled_model`) if None.
 
-    A folder is read as model2vec's layout (``model.safetensors`` with an
+    A sentence-transformers folder of a BERT-family encoder (its
+    ``modules.json`` lists a ``Transformer``), or such an encoder's folder
+    alone, gives a :class:`gpu_dedup.semantic.transformer.TransformerEmbedder`.
+    Any other folder is read as model2vec's layout (``model.safetensors`` with an
     ``embeddings`` tensor, and its optional ``mapping`` and ``weights`` of
     a vocabulary-quantized model, ``tokenizer.json``, ``config.json``) or as
     a sentence-transformers model of one ``StaticEmbedding`` module (and
@@ -287,8 +295,8 @@ def load_model(path: str | None) -> StaticEmbedder:
     Raises:
         ModelError: one line, for a path that is not a local folder (a Hub
             name: models are never downloaded), a folder that holds no
-            static model (transformer weights, ``pytorch_model.bin`` only),
-            or unreadable files.
+            model read here (``pytorch_model.bin`` only, an encoder of
+            another architecture), or unreadable files.
     """
     if path is None:
         return bundled_model()
@@ -296,15 +304,18 @@ def load_model(path: str | None) -> StaticEmbedder:
     if not os.path.isdir(path):
         what = "is a file, not a model folder" if os.path.exists(path) else "is not a local folder"
         raise ModelError(f"model {path!r} {what}; {NO_DOWNLOAD}")
+    from .transformer import TransformerEmbedder, is_encoder_folder
+    if is_encoder_folder(path):
+        return TransformerEmbedder(path)
     folder = _static_folder(path)
     weights, tok = os.path.join(folder, "model.safetensors"), os.path.join(folder, "tokenizer.json")
     if not os.path.isfile(weights):
         has = [f for f in ("pytorch_model.bin", "model.bin", "model.onnx")
                if os.path.isfile(os.path.join(folder, f))]
         found = f"has {has[0]} but no model.safetensors" if has else "has no model.safetensors"
-        raise ModelError(f"{folder} {found}: only static embedding models in safetensors format "
-                         f"are read (model2vec, or a sentence-transformers StaticEmbedding); "
-                         f"{NO_DOWNLOAD}")
+        raise ModelError(f"{folder} {found}: only models in safetensors format are read "
+                         f"(model2vec, a sentence-transformers StaticEmbedding, or a BERT-family "
+                         f"encoder); {NO_DOWNLOAD}")
     if not os.path.isfile(tok):
         raise ModelError(f"{folder} has no tokenizer.json: save the model with model2vec's "
                          f"save_pretrained, which writes it")
@@ -321,8 +332,8 @@ def load_model(path: str | None) -> StaticEmbedder:
         if MODEL2VEC_KEY not in keys and STATIC_KEY not in keys:
             shown = ", ".join(sorted(keys)[:3]) + (", ..." if len(keys) > 3 else "")
             raise ModelError(f"{weights} has no {MODEL2VEC_KEY!r} tensor (it has {shown}): not a "
-                             f"static embedding model; transformer models are not supported, "
-                             f"{NO_DOWNLOAD}")
+                             f"static embedding model, nor an encoder whose config.json has "
+                             f"model_type bert, roberta or xlm-roberta; {NO_DOWNLOAD}")
         key = MODEL2VEC_KEY if MODEL2VEC_KEY in keys else STATIC_KEY
         return [key] + [k for k in ("mapping", "weights") if k in keys]
     tensors = _read_tensors(weights, want)
@@ -348,8 +359,8 @@ def _static_folder(path: str) -> str:
         if not static or other:
             found = ", ".join(t.rpartition(".")[2] for t, _ in types) or "none"
             raise ModelError(f"{path}: a sentence-transformers model of modules {found}, not one "
-                             f"StaticEmbedding (and Normalize); only static embedding models are "
-                             f"supported; {NO_DOWNLOAD}")
+                             f"StaticEmbedding (and Normalize), nor a Transformer then Pooling "
+                             f"(then Dense or Normalize); {NO_DOWNLOAD}")
         return os.path.normpath(os.path.join(path, static[0]))
     nested = os.path.join(path, "0_StaticEmbedding")
     if not os.path.isfile(os.path.join(path, "model.safetensors")) and os.path.isdir(nested):
