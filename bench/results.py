@@ -18,12 +18,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "first-run", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
+ORDER = ["checks", "removals", "speed", "first-run", "reading", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed on short, medium and long documents, beside rensa: `python bench/run.py --speed`",
     "first-run": "The first run after an install, and a warm start: `python bench/first_run.py`",
+    "reading": "Reading JSONL, each read in a fresh process: `python bench/read_speed.py`",
     "sketch": "Sketches: the one-permutation sketch beside the classic one, at the same bands and rows",
     "speed-stages": "Per stage, before and after: `python bench/one_engine.py --speed --old OLD "
                     "--section speed-stages`",
@@ -179,6 +180,8 @@ matplotlib):
     python bench/removals.py         # what each selection removes, by exact Jaccard (about 10 min)
     python bench/run.py --quick      # side by side on four small corpora, < 10 min on 2 cores
     python bench/run.py --speed      # one million short documents
+    python bench/first_run.py        # the first run after an install, and a warm start
+    python bench/read_speed.py       # reading JSONL in fresh processes, beside Arrow alone
     python bench/run.py              # side by side, larger corpora (about an hour)
     python bench/scaling.py          # time and memory from 10k to 1M documents
     PYTHONPATH=. python bench/gpu_check.py   # on a GPU: bit-identity and throughput
