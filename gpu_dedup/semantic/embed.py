@@ -38,6 +38,7 @@ import sys
 import numpy as np
 
 from ..errors import ConfigError, InputError, ModelError
+from .model_files import normalize_rows, read_tensors, read_tokenizer, text_list
 
 #: The name of the default model.
 BUNDLED_NAME = "wordllama l2_supercat 256"
@@ -144,7 +145,7 @@ class StaticEmbedder:
         """
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive number of texts, got {batch_size!r}")
-        texts = _text_list(texts)
+        texts = text_list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             out[start:start + batch_size] = self._embed_batch(texts[start:start + batch_size])
@@ -177,68 +178,7 @@ class StaticEmbedder:
         return normalize_rows(np.asarray(bag @ self.matrix))
 
 
-def normalize_rows(a: np.ndarray) -> np.ndarray:
-    """``a``'s rows divided by their L2 norms, in float64, as float32; zero rows stay 0.
-
-    Each norm is summed one column at a time, so the result is the same to
-    the bit whatever the row's place in memory.
-    """
-    v = np.asarray(a, dtype=np.float64)
-    sq = np.zeros(len(v))
-    for j in range(v.shape[1]):
-        sq += v[:, j] * v[:, j]
-    norm = np.sqrt(sq)
-    norm[norm == 0] = 1.0
-    return (v / norm[:, None]).astype(np.float32)
-
-
-def _text_list(texts) -> list:
-    if isinstance(texts, str):
-        raise TypeError("texts must be a list of strings, not one string: give [text]")
-    if hasattr(texts, "to_pylist"):             # a pyarrow Array or ChunkedArray
-        texts = texts.to_pylist()
-    texts = ["" if t is None else t for t in texts]
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] is {type(t).__name__}, not a string")
-    return texts
-
-
 # -- loading ----------------------------------------------------------------------
-
-def _libraries():
-    """``(safetensors, tokenizers)``, or ModelError saying what to install."""
-    try:
-        import safetensors
-        import safetensors.numpy  # noqa: F401
-        import tokenizers
-    except ImportError as e:
-        raise ModelError(f"semantic deduplication needs the packages safetensors and tokenizers "
-                         f"({e.name} is missing): pip install gpu-dedup[semantic] "
-                         f"(or pip install safetensors tokenizers)") from None
-    return safetensors, tokenizers
-
-
-def _read_tokenizer(path: str):
-    _, tokenizers = _libraries()
-    try:
-        return tokenizers.Tokenizer.from_file(path)
-    except Exception as e:   # the only exception type tokenizers raises for a bad file
-        reason = (str(e).splitlines() or [type(e).__name__])[0]
-        raise ModelError(f"{path}: not a readable tokenizers JSON file ({reason})") from None
-
-
-def _read_tensors(path: str, want) -> dict:
-    """The tensors of ``path`` that ``want(keys)`` names, as NumPy arrays."""
-    safetensors, _ = _libraries()
-    try:
-        with safetensors.safe_open(path, framework="numpy") as f:
-            keys = list(f.keys())
-            return {k: f.get_tensor(k) for k in want(keys)}
-    except (safetensors.SafetensorError, OSError, TypeError, ValueError) as e:
-        reason = (str(e).splitlines() or [type(e).__name__])[0]
-        raise ModelError(f"{path}: not a readable safetensors file ({reason})") from None
-
 
 def wordllama_dir() -> str | None:
     """The folder of the installed ``wordllama`` package that holds the
@@ -269,11 +209,11 @@ def bundled_model() -> StaticEmbedder:
         raise ModelError(f"the default semantic model comes with the wordllama package, which is "
                          f"not installed: {INSTALL}, or give --model DIR, a local model2vec folder")
     weights = os.path.join(d, WORDLLAMA_WEIGHTS)
-    tensors = _read_tensors(weights, lambda keys: [WORDLLAMA_KEY] if WORDLLAMA_KEY in keys else [])
+    tensors = read_tensors(weights, lambda keys: [WORDLLAMA_KEY] if WORDLLAMA_KEY in keys else [])
     if WORDLLAMA_KEY not in tensors:
         raise ModelError(f"{weights}: no {WORDLLAMA_KEY!r} tensor; reinstall wordllama "
                          f"(pip install --force-reinstall wordllama)")
-    tokenizer = _read_tokenizer(os.path.join(d, WORDLLAMA_TOKENIZER))
+    tokenizer = read_tokenizer(os.path.join(d, WORDLLAMA_TOKENIZER))
     return StaticEmbedder(tensors[WORDLLAMA_KEY], tokenizer, BUNDLED_NAME)
 
 
@@ -336,10 +276,10 @@ def load_model(path: str | None):
                              f"model_type bert, roberta or xlm-roberta; {NO_DOWNLOAD}")
         key = MODEL2VEC_KEY if MODEL2VEC_KEY in keys else STATIC_KEY
         return [key] + [k for k in ("mapping", "weights") if k in keys]
-    tensors = _read_tensors(weights, want)
+    tensors = read_tensors(weights, want)
     matrix = _token_vectors(tensors, weights)
     name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-    return StaticEmbedder(matrix, _read_tokenizer(tok), name)
+    return StaticEmbedder(matrix, read_tokenizer(tok), name)
 
 
 def _static_folder(path: str) -> str:

@@ -29,7 +29,8 @@ import os
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ConfigError, ModelError
+from .model_files import normalize_rows, read_tensors, read_tokenizer, text_list
 
 #: The encoders this module runs, by ``model_type`` of ``config.json``.
 ENCODERS = ("bert", "roberta", "xlm-roberta")
@@ -122,7 +123,6 @@ class TransformerEmbedder:
     """
 
     def __init__(self, path: str):
-        from .embed import _read_tensors, _read_tokenizer
         path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(os.path.abspath(path)))
         enc_dir, pooling, dense, lower = self._modules(path)
@@ -149,7 +149,7 @@ class TransformerEmbedder:
         if not os.path.isfile(weights):
             raise ModelError(f"{enc_dir} has no model.safetensors: save the model in "
                              f"safetensors format (model.save(DIR, safe_serialization=True))")
-        raw = _read_tensors(weights, lambda keys: keys)
+        raw = read_tensors(weights, lambda keys: keys)
         self.w = self._encoder_weights(raw, weights)
         del raw
         rows = self.w["pos"].shape[0] - self.pos0
@@ -158,7 +158,7 @@ class TransformerEmbedder:
         if not os.path.isfile(tok_path):
             raise ModelError(f"{enc_dir} has no tokenizer.json: save the model with "
                              f"sentence-transformers or transformers, which write it")
-        tok = _read_tokenizer(tok_path)
+        tok = read_tokenizer(tok_path)
         vocab = tok.get_vocab_size(with_added_tokens=True)
         if vocab > self.w["word"].shape[0]:
             raise ModelError(f"{tok_path}: {vocab} tokens, but the encoder has "
@@ -235,13 +235,12 @@ class TransformerEmbedder:
 
     @staticmethod
     def _dense(folder: str):
-        from .embed import _read_tensors
         cfg = _read_json(os.path.join(folder, "config.json"))
         weights = os.path.join(folder, "model.safetensors")
         if not os.path.isfile(weights):
             raise ModelError(f"{folder} has no model.safetensors: save the model in "
                              f"safetensors format")
-        t = _read_tensors(weights, lambda keys: [k for k in ("linear.weight", "linear.bias")
+        t = read_tensors(weights, lambda keys: [k for k in ("linear.weight", "linear.bias")
                                                  if k in keys])
         if "linear.weight" not in t or t["linear.weight"].ndim != 2:
             raise ModelError(f"{weights}: no linear.weight matrix for a Dense module")
@@ -387,12 +386,10 @@ class TransformerEmbedder:
             float32 ``(len(texts), dim)``: rows of norm 1 (0 for a text
             whose encoding is all zero).
         """
-        from .embed import _text_list, normalize_rows
-        from ..errors import ConfigError
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive number of texts, got {batch_size!r}")
         xp = np if xp is None else xp
-        texts = _text_list(texts)
+        texts = text_list(texts)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         group = 1 if xp is np else GPU_GROUP
         for start in range(0, len(texts), batch_size):
