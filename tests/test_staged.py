@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -17,7 +18,7 @@ from gpu_dedup.pipeline import deduplicate
 from gpu_dedup.errors import ConfigError, InputError
 from gpu_dedup.kernels.buckets import bucket_edges, segment_bucket_edges
 from gpu_dedup.pipeline import run as _pipeline_run
-from gpu_dedup.engine import runner as runner_module
+from gpu_dedup.engine import layout, runner as runner_module
 from gpu_dedup.engine.plan import make_plan
 from gpu_dedup.io.plan import plan_reads, stream_chunks
 from gpu_dedup.output import SUCCESS_NAME
@@ -161,7 +162,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     # the state ranges pass on: each message a file, deleted once read
     from gpu_dedup.engine import select_stage, store as store_module
     monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 20)     # several ranges
-    sent, dropped = [], []
+    sent, dropped, merged = [], [], []
     real_save, real_discard = store_module.DiskStore.save_npy, store_module.DiskStore.discard
 
     def save(self, rel, arr):
@@ -171,7 +172,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
 
     def discard(self, rel):
         assert os.path.exists(os.path.join(self.root, rel))
-        dropped.append(rel)
+        (dropped if "/carry/" in rel else merged).append(rel)
         return real_discard(self, rel)
     monkeypatch.setattr(store_module.DiskStore, "save_npy", save)
     monkeypatch.setattr(store_module.DiskStore, "discard", discard)
@@ -179,6 +180,9 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
     assert report["work"]["selection_ranges"] > 1
     assert sent and sorted(sent) == sorted(dropped)
+    # the exact stage's slices, merged from its partitions a chunk at a time,
+    # are deleted once the stage's arrays hold them
+    assert merged and all(re.fullmatch(r"exact/\d+/s\d{6}/[a-z_]+\.npy", r) for r in merged)
     w = report["work"]
     # every file split into several chunks (ranges, stream pieces, row groups),
     # several exact partitions, blocks, band units and verification batches
@@ -449,3 +453,50 @@ def test_engine_agrees_on_a_single_array(tmp_path):
     cl = pq.read_table(tmp_path / "o" / "clusters.parquet")
     assert np.array_equal(cl["cluster"].to_numpy(), res.cluster)
     assert np.array_equal(cl["kept"].to_numpy(), res.kept)
+
+
+def test_exact_arrays_merged_a_chunk_at_a_time(corpus, tmp_path):
+    """The exact stage's arrays, merged chunk by chunk from several
+    partitions of the fingerprints, are those of the whole corpus at once:
+    the first active document of each group of identical texts, the others in
+    position order with their representative and its number, and the pairs
+    sorted by representative."""
+    paths, _, _ = corpus
+    work = str(tmp_path / "work")
+    report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="64KiB", work_dir=work,
+                        keep_work_dir=True)
+    assert report["work"]["chunks"] >= 3 * len(paths)
+
+    def arrays(name):
+        found = [os.path.join(d, n) for d, _s, ns in os.walk(work) for n in ns
+                 if os.path.join(d, n).endswith(os.path.join(layout.EXACT, name))]
+        return [np.load(p) for p in sorted(found)]
+    parts = [d for d, _s, _n in os.walk(work) if re.search(r"/exact/\d+/p\d{5}$", d)]
+    assert len(parts) > 1
+    fps, acts = [], []
+    for d, _s, ns in sorted(os.walk(work)):
+        if "fp.npy" in ns and "/read/" in d + "/":
+            fps.append((d, np.load(os.path.join(d, "fp.npy")),
+                        np.load(os.path.join(d, "active.npy"))))
+    fps.sort(key=lambda x: x[0])                   # chunk keys sort in position order
+    fp = np.concatenate([f for _, f, _ in fps])
+    active = np.concatenate([a for _, _, a in fps])
+    first: dict = {}
+    rep_of = np.full(len(fp), -1)
+    for i in np.flatnonzero(active).tolist():
+        rep_of[i] = first.setdefault((int(fp[i, 0]), int(fp[i, 1])), i)
+    pos = np.arange(len(fp))
+    reps = pos[active & (rep_of == pos)]
+    members = pos[active & (rep_of != pos)]
+    member_rep = rep_of[members]
+    assert members.size > 10
+    order = np.lexsort((members, member_rep))
+    want = {"reps": reps, "members": members, "member_rep": member_rep,
+            "member_group": np.searchsorted(reps, member_rep),
+            "pair_rep": member_rep[order], "pair_member": members[order]}
+    for name, w in want.items():
+        (got,) = arrays(f"{name}.npy")
+        assert got.dtype == np.int64 and np.array_equal(got, w), name
+    # the slices are gone once the stage's arrays hold them
+    assert not [d for d, _s, _n in os.walk(work) if re.search(r"/exact/\d+/s\d{6}$", d)
+                and os.listdir(d)]

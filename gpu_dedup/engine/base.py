@@ -22,7 +22,8 @@ from ..io.plan import location
 from ..timing import StageTimer
 from . import layout
 from .records import Documents
-from .tasks import FINGERPRINT_TASK_BYTES, Ctx, gather_ids, task_ids
+from .exact_tasks import FINGERPRINT_TASK_BYTES, task_ids
+from .tasks import Ctx, gather_ids
 
 log = logging.getLogger("gpu_dedup")
 

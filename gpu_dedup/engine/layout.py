@@ -26,6 +26,11 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   assign
       {parts}/p{p}/               one partition of the fingerprint space
         reps.npy, members.npy, member_rep.npy        (+ p{p}.done)
+        pair_rep.npy, pair_member.npy   its (representative, member) pairs,
+                                  sorted by representative
+      {parts}/s{c}/               the documents of chunk c, from every
+                                  partition: its slice of each array below
+                                  (+ s{c}.done; deleted once the stage is done)
       reps.npy                    the representatives' positions, sorted
       members.npy, member_rep.npy every other document of a group of
                                   identical texts, and its representative
@@ -183,6 +188,16 @@ EXACT_FOR_ASSIGN = ("member_group", "pair_rep", "pair_member")
 def exact_part(parts: int, p: int) -> str:
     """The unit of partition ``p`` of ``parts`` of the fingerprint space."""
     return f"{EXACT}/{parts}/p{p:05d}"
+
+
+#: The arrays of a slice of positions (:func:`exact_slice`), merged from the
+#: partitions, concatenated slice after slice into the stage's arrays.
+EXACT_SLICE_ARRAYS = ("reps", "members", "member_rep", "pair_rep", "pair_member")
+
+
+def exact_slice(parts: int, c: int) -> str:
+    """The unit of the positions of chunk ``c``, merged from ``parts`` partitions."""
+    return f"{EXACT}/{parts}/s{c:06d}"
 
 
 def exact(name: str) -> str:

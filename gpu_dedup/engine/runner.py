@@ -43,7 +43,7 @@ from ..arrays import stable_order, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import unpack_edges, verified_edges
-from . import layout, tasks
+from . import exact_tasks, layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
@@ -169,37 +169,31 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         meta = self._stage_done("exact")
         st = self.store
         if meta is None:
-            parts = max(1, math.ceil(docs.count * tasks.FINGERPRINT_TASK_BYTES
+            parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
                                     / self.plan.task_bytes))
-            items = [(p, parts) for p in range(parts)]
-            self._map("exact", tasks.task_exact, items, docs)
-
-            def load(name):
-                arrs = [st.load_npy(layout.file(layout.exact_part(parts, p), f"{name}.npy"))
-                        for p in range(parts)]
-                return np.concatenate(arrs) if len(arrs) > 1 else arrs[0]
-            reps = load("reps")
-            if parts > 1:        # each part's are sorted: a merge of sorted runs
-                reps = np.sort(reps, kind="stable")
-            st.save_npy(layout.exact("reps"), reps)
-            members = load("members")
-            member_rep = load("member_rep")
-            if parts > 1:
-                order = np.argsort(members, kind="stable")
-                members, member_rep = members[order], member_rep[order]
-                del order
-            st.save_npy(layout.exact("members"), members)
-            st.save_npy(layout.exact("member_rep"), member_rep)
+            self._map("exact", exact_tasks.task_exact, [(p, parts) for p in range(parts)], docs)
+            # each chunk's positions merged from the partitions by a task, then
+            # the slices written end to end: no array over every document here
+            slices = self._map("exact", exact_tasks.task_exact_slice,
+                               [(c, parts) for c in range(len(docs.chunks))], docs)
+            units = [layout.exact_slice(parts, c) for c in range(len(docs.chunks))]
+            for name in layout.EXACT_SLICE_ARRAYS:
+                st.concat_npy(layout.exact(name), [layout.file(u, f"{name}.npy") for u in units],
+                              np.int64)
             # what the assign stage reads chunk by chunk: each member's
-            # representative's number, and the pairs by representative
-            st.save_npy(layout.exact("member_group"), np.searchsorted(reps, member_rep))
-            order = np.lexsort((members, member_rep))
-            st.save_npy(layout.exact("pair_rep"), member_rep[order])
-            st.save_npy(layout.exact("pair_member"), members[order])
-            del members, member_rep, order
+            # representative's number, a slice at a time
+            reps = st.load_npy(layout.exact("reps"), mmap=True)
+            st.save_npy_pieces(
+                layout.exact("member_group"),
+                (np.searchsorted(reps, st.load_npy(layout.file(u, "member_rep.npy"), mmap=True))
+                 for u in units), np.int64, sum(r["members"] for r in slices))
             meta = {"reps": int(reps.size), "units": parts}
+            del reps
             st.mark_done(layout.stage("exact"), meta,
                          [layout.exact(n) for n in layout.EXACT_ARRAYS + layout.EXACT_FOR_ASSIGN])
+            for u in units:              # the stage's arrays hold them now
+                for name in layout.EXACT_SLICE_ARRAYS:
+                    st.discard(layout.file(u, f"{name}.npy"))
         # mapped from a disk store, not read in: what the driver reads of them
         # (searches, gathers) stays in pages the system can drop
         self.reps = np.asarray(st.load_npy(layout.exact("reps"), mmap=True))

@@ -13,11 +13,12 @@ The tasks of each stage of :class:`gpu_dedup.engine.runner.Runner`:
    range of a JSONL file, a piece of a compressed stream, some Parquet row
    groups, or the array given to the library): read, normalize,
    has-shingles, 128-bit fingerprints of the text and of the id; then
-   :func:`task_ids` per partition of the id fingerprints: the first
-   repeated id.
-2. ``exact``: :func:`task_exact` per partition of the fingerprint space:
-   each active document's representative is the first document with the
-   same fingerprint.
+   :func:`~gpu_dedup.engine.exact_tasks.task_ids` per partition of the id
+   fingerprints: the first repeated id.
+2. ``exact``: :func:`~gpu_dedup.engine.exact_tasks.task_exact` per
+   partition of the fingerprint space: each active document's
+   representative is the first document with the same fingerprint; then
+   :func:`~gpu_dedup.engine.exact_tasks.task_exact_slice` per chunk.
 3. ``signatures``: :func:`task_signatures` per block of representatives:
    MinHash signatures and band keys (band-major: one band of one block is
    one contiguous row).
@@ -48,7 +49,6 @@ from ..kernels import cpu as cpu_kernels
 from ..kernels.buckets import keys_of_partition, split_segments
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
-from ..stages.exact import exact_representatives
 from ..stages.lsh import distinct_buckets, split_ways, unpack_edges
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
@@ -244,84 +244,6 @@ def chunk_meta(unit: dict, key: str, d: dict, n: int) -> dict:
             "first_line": int(d["lines"][0]) if n else None,
             "skipped": [[int(loc), str(why)] for loc, why in d.get("skipped", [])],
             "compression": d.get("compression")}
-
-
-# -- exact ---------------------------------------------------------------------
-
-def _partition(fp: np.ndarray, parts: int, p: int) -> np.ndarray:
-    if parts == 1:
-        return np.ones(fp.shape[0], dtype=bool)
-    return fp[:, 0] % _U64(parts) == _U64(p)
-
-
-def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
-    """Representatives and exact duplicates among the documents whose
-    fingerprint falls in partition ``p`` of ``parts``."""
-    p, parts = item
-    st = ctx.store
-    unit = layout.exact_part(parts, p)
-    meta = st.done(unit)
-    if meta is not None:
-        return {**meta, "reused": 1}
-    fp, ix = _partition_of(st, docs, layout.FP, parts, p, active=True)
-    if ctx.cfg.exact and ix.size:
-        be = backend_of(ctx)
-        rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
-    else:
-        rep = ix
-    del fp
-    is_rep = rep == ix
-    for name, arr in zip(layout.EXACT_ARRAYS, (ix[is_rep], ix[~is_rep], rep[~is_rep])):
-        st.save_npy(layout.file(unit, f"{name}.npy"), arr)
-    del rep, ix, is_rep
-    meta = {"pid": os.getpid()}
-    st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in layout.EXACT_ARRAYS]))
-    return {**meta, "reused": 0}
-
-
-#: Bytes a document holds at the peak of a task over one partition of the
-#: 128-bit fingerprints (:func:`task_exact`, :func:`task_ids`): its
-#: fingerprint and position, their copies in the partition, and the sort.
-FINGERPRINT_TASK_BYTES = 120
-
-
-def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
-                  active: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """The 128-bit fingerprints ``name`` (``fp.npy`` or ``idfp.npy``) of the
-    documents in partition ``p`` of ``parts``, and their global positions;
-    only active documents when ``active``; chunks without the file add none."""
-    fps, idx = [], []
-    for ci, c in enumerate(docs.chunks):
-        path = layout.chunk_file(c["key"], name)
-        if not active and not st.exists(path):
-            continue
-        fp = st.load_npy(path)
-        sel = _partition(fp, parts, p)
-        if active:
-            sel &= st.load_npy(layout.chunk_file(c["key"], layout.ACTIVE))
-        fps.append(fp[sel])
-        idx.append(np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]))
-        del fp
-    return (np.concatenate(fps) if fps else np.zeros((0, 2), _U64),
-            np.concatenate(idx) if idx else np.zeros(0, np.int64))
-
-
-def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
-    """The first repeated id among the documents whose id fingerprint falls
-    in partition ``p`` of ``parts``: ``[first, second]`` global positions
-    (the rule of :mod:`gpu_dedup.ids`), or None. The smallest pair over the
-    partitions is the corpus's."""
-    p, parts = item
-    fp, ix = _partition_of(ctx.store, docs, layout.IDFP, parts, p)
-    if not ix.size:
-        return None
-    rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]
-    dups = np.flatnonzero(rep != ix)
-    if not dups.size:
-        return None
-    first = rep[dups]
-    g = int(first.min())
-    return [g, int(ix[dups][first == g].min())]
 
 
 # -- signatures ----------------------------------------------------------------
