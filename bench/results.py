@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "first-run", "reading", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic"]
+ORDER = ["checks", "removals", "speed", "first-run", "reading", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic", "encoder"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
@@ -46,6 +46,8 @@ TITLES = {
     "accuracy": "Accuracy on real text at full size: `python bench/accuracy.py`",
     "semantic": "Semantic deduplication beside semhash and WordLlama: "
                 "`python bench/semantic.py`",
+    "encoder": "Embedding with a sentence-transformers encoder, without torch: "
+               "`python bench/encoder_speed.py`",
 }
 
 
@@ -182,6 +184,7 @@ matplotlib):
     python bench/run.py --speed      # one million short documents
     python bench/first_run.py        # the first run after an install, and a warm start
     python bench/read_speed.py       # reading JSONL in fresh processes, beside Arrow alone
+    python bench/encoder_speed.py    # a sentence-transformers encoder's tokens a second
     python bench/run.py              # side by side, larger corpora (about an hour)
     python bench/scaling.py          # time and memory from 10k to 1M documents
     PYTHONPATH=. python bench/gpu_check.py   # on a GPU: bit-identity and throughput
