@@ -344,3 +344,34 @@ def test_semantic_command_runs_a_transformer_model(tmp_path):
             a, b = int(i[1:]), int(dup[1:])
             assert float(emb[a] @ emb[b]) >= 0.99 - 1e-6 and sim >= 0.99 - 1e-6
     assert report["documents"]["removed"] >= 1     # "the cat sat on the mat" twice, in effect
+
+
+_DISTIL = {"attention.self.query": "attention.q_lin", "attention.self.key": "attention.k_lin",
+           "attention.self.value": "attention.v_lin", "attention.output.dense": "attention.out_lin",
+           "attention.output.LayerNorm": "sa_layer_norm", "intermediate.dense": "ffn.lin1",
+           "output.dense": "ffn.lin2", "output.LayerNorm": "output_layer_norm"}
+
+
+def test_distilbert_names_and_no_token_types(tmp_path):
+    """DistilBERT: the same blocks under other names, sizes named dim,
+    n_heads, n_layers, and no token type embeddings."""
+    folder = tmp_path / "distil"
+    w, _ = _model(folder, prefix="distilbert.")
+    renamed = {}
+    for k, v in w.items():
+        k = k.replace("distilbert.encoder.layer.", "distilbert.transformer.layer.")
+        for a, b in _DISTIL.items():
+            if k.endswith((a + ".weight", a + ".bias")):
+                k = k.replace(a, b)
+                break
+        if "token_type" not in k:
+            renamed[k] = v
+    save_file(renamed, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(
+        {"model_type": "distilbert", "dim": H, "n_heads": HEADS, "n_layers": LAYERS,
+         "hidden_dim": INTER, "activation": "gelu", "max_position_embeddings": POSITIONS}))
+    m = load_model(str(folder))
+    assert isinstance(m, TransformerEmbedder) and m.dim == H
+    zero_types = dict(w, **{"distilbert.embeddings.token_type_embeddings.weight":
+                            np.zeros((2, H), np.float32)})
+    _check_against_oracle(m, zero_types, prefix="distilbert.")

@@ -2,12 +2,12 @@
 
 A local sentence-transformers folder whose ``modules.json`` lists a
 ``Transformer`` of a BERT-family encoder (``model_type`` ``bert``,
-``roberta`` or ``xlm-roberta`` in its ``config.json``: all-MiniLM, BGE, GTE,
-E5 and their kind), then a ``Pooling`` (CLS, mean, max or mean over the
-square root of the length), any ``Dense`` layers (tanh or identity) and a
-``Normalize``. A folder of such an encoder alone (``config.json`` and
-``model.safetensors``, no ``modules.json``) is read as that encoder with mean
-pooling.
+``roberta``, ``xlm-roberta`` or ``distilbert`` in its ``config.json``:
+all-MiniLM, BGE, GTE, E5, the msmarco DistilBERTs and their kind), then a
+``Pooling`` (CLS, mean, max or mean over the square root of the length),
+any ``Dense`` layers (tanh or identity) and a ``Normalize``. A folder of
+such an encoder alone (``config.json`` and ``model.safetensors``, no
+``modules.json``) is read as that encoder with mean pooling.
 
 The encoder's forward pass (Devlin et al. 2019) is written out below in
 float32 over an array namespace: NumPy on the host, CuPy on a GPU. Its
@@ -33,7 +33,21 @@ from ..errors import ConfigError, ModelError
 from .model_files import normalize_rows, read_tensors, read_tokenizer, text_list
 
 #: The encoders this module runs, by ``model_type`` of ``config.json``.
-ENCODERS = ("bert", "roberta", "xlm-roberta")
+ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert")
+#: The tensors of one layer, by architecture: q, k, v, the attention's
+#: output and its LayerNorm, the feed-forward's two products and the
+#: LayerNorm after them (each name a prefix of ``.weight`` and ``.bias``).
+_LAYER_NAMES = {
+    "bert": ("encoder.layer.{i}.", ("attention.self.query", "attention.self.key",
+                                     "attention.self.value"), "attention.output.dense",
+             "attention.output.LayerNorm", "intermediate.dense", "output.dense",
+             "output.LayerNorm"),
+    "distilbert": ("transformer.layer.{i}.", ("attention.q_lin", "attention.k_lin",
+                                              "attention.v_lin"), "attention.out_lin",
+                   "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"),
+}
+#: ``config.json``'s names of the sizes, by architecture (BERT's otherwise).
+_CONFIG_NAMES = {"distilbert": ("dim", "n_heads", "n_layers", "activation")}
 #: sentence-transformers' order of the pooled parts when several are on.
 POOLING_MODES = ("cls_token", "max_tokens", "mean_tokens", "mean_sqrt_len_tokens")
 #: Texts of one token count encoded together on a GPU.
@@ -131,12 +145,15 @@ class TransformerEmbedder:
         if kind not in ENCODERS:
             raise ModelError(f"{enc_dir}: an encoder of model_type {kind!r}; the encoders run "
                              f"here are {', '.join(ENCODERS)}")
+        self.kind = kind
+        hid, heads, layers, act_key = _CONFIG_NAMES.get(
+            kind, ("hidden_size", "num_attention_heads", "num_hidden_layers", "hidden_act"))
         try:
-            self.hidden = int(cfg["hidden_size"])
-            self.heads = int(cfg["num_attention_heads"])
-            self.layers = int(cfg["num_hidden_layers"])
+            self.hidden = int(cfg[hid])
+            self.heads = int(cfg[heads])
+            self.layers = int(cfg[layers])
             self.eps = float(cfg.get("layer_norm_eps", 1e-12))
-            act = str(cfg.get("hidden_act", "gelu"))
+            act = str(cfg.get(act_key, "gelu"))
         except (KeyError, TypeError, ValueError) as e:
             raise ModelError(f"{enc_dir}/config.json: no valid {e} for the encoder") from None
         if self.hidden % self.heads:
@@ -144,7 +161,7 @@ class TransformerEmbedder:
                              f"multiple of num_attention_heads {self.heads}")
         self.act = _activation(act, f"{enc_dir}/config.json")
         # RoBERTa numbers positions from the padding id + 1
-        self.pos0 = int(cfg.get("pad_token_id", 1)) + 1 if kind != "bert" else 0
+        self.pos0 = int(cfg.get("pad_token_id", 1)) + 1 if "roberta" in kind else 0
         weights = os.path.join(enc_dir, "model.safetensors")
         if not os.path.isfile(weights):
             raise ModelError(f"{enc_dir} has no model.safetensors: save the model in "
@@ -281,31 +298,33 @@ class TransformerEmbedder:
         H = self.hidden
         w = {"word": get("embeddings.word_embeddings.weight", (None, H)),
              "pos": get("embeddings.position_embeddings.weight", (None, H)),
-             "type0": get("embeddings.token_type_embeddings.weight", (None, H))[0],
              "ln_w": get("embeddings.LayerNorm.weight", (H,)),
              "ln_b": get("embeddings.LayerNorm.bias", (H,))}
+        # DistilBERT has no token types: BERT's type 0 adds nothing there
+        w["type0"] = (np.zeros(H, np.float32) if self.kind == "distilbert"
+                      else get("embeddings.token_type_embeddings.weight", (None, H))[0])
+        layer_at, qkv, ao, aln, inter_n, out_n, oln = _LAYER_NAMES[
+            "distilbert" if self.kind == "distilbert" else "bert"]
         layers = []
         for i in range(self.layers):
-            p = f"encoder.layer.{i}."
-            inter = get(p + "intermediate.dense.weight", (None, H))
+            p = layer_at.format(i=i)
+            inter = get(p + inter_n + ".weight", (None, H))
             I_ = inter.shape[0]
             layers.append({
                 # q, k and v side by side: one product a layer
                 "qkv_w": np.ascontiguousarray(np.concatenate(
-                    [get(p + f"attention.self.{n}.weight", (H, H)) for n in ("query", "key",
-                                                                            "value")]).T),
-                "qkv_b": np.concatenate([get(p + f"attention.self.{n}.bias", (H,))
-                                         for n in ("query", "key", "value")]),
-                "ao_w": np.ascontiguousarray(get(p + "attention.output.dense.weight", (H, H)).T),
-                "ao_b": get(p + "attention.output.dense.bias", (H,)),
-                "aln_w": get(p + "attention.output.LayerNorm.weight", (H,)),
-                "aln_b": get(p + "attention.output.LayerNorm.bias", (H,)),
+                    [get(p + n + ".weight", (H, H)) for n in qkv]).T),
+                "qkv_b": np.concatenate([get(p + n + ".bias", (H,)) for n in qkv]),
+                "ao_w": np.ascontiguousarray(get(p + ao + ".weight", (H, H)).T),
+                "ao_b": get(p + ao + ".bias", (H,)),
+                "aln_w": get(p + aln + ".weight", (H,)),
+                "aln_b": get(p + aln + ".bias", (H,)),
                 "i_w": np.ascontiguousarray(inter.T),
-                "i_b": get(p + "intermediate.dense.bias", (I_,)),
-                "o_w": np.ascontiguousarray(get(p + "output.dense.weight", (H, I_)).T),
-                "o_b": get(p + "output.dense.bias", (H,)),
-                "oln_w": get(p + "output.LayerNorm.weight", (H,)),
-                "oln_b": get(p + "output.LayerNorm.bias", (H,)),
+                "i_b": get(p + inter_n + ".bias", (I_,)),
+                "o_w": np.ascontiguousarray(get(p + out_n + ".weight", (H, I_)).T),
+                "o_b": get(p + out_n + ".bias", (H,)),
+                "oln_w": get(p + oln + ".weight", (H,)),
+                "oln_b": get(p + oln + ".bias", (H,)),
             })
         w["layers"] = layers
         return w
