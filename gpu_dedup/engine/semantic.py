@@ -115,7 +115,7 @@ def task_embed(ci: int, ctx: Ctx, job: SemanticJob, docs: Documents) -> dict:
         return {**meta, "reused": 1}
     texts = st.column(layout.chunk_file(c["key"], layout.TEXT))
     model = embedder_of(job.model)
-    xp = getattr(backend_of(ctx), "xp", np) if hasattr(model, "encode") else np
+    xp = getattr(backend_of(ctx), "xp", np) if model.on_device else np
     meta = _save_embeddings(ctx, job, c, model.embed(texts, xp=xp), model.name,
                             "cpu" if xp is np else "gpu")
     return {**meta, "reused": 0}

@@ -119,6 +119,9 @@ class StaticEmbedder:
                            else self.max_tokens * max(CHARS_PER_TOKEN, longest))
         self._encode = getattr(tokenizer, "encode_batch_fast", tokenizer.encode_batch)
 
+    #: Sums its vectors on the host, where the tokens are, whatever the run's device.
+    on_device = False
+
     def __repr__(self) -> str:
         return f"StaticEmbedder({self.name!r}, dim={self.dim}, max_tokens={self.max_tokens})"
 

@@ -29,6 +29,7 @@ import os
 
 import numpy as np
 
+from ..arrays import to_host
 from ..errors import ConfigError, ModelError
 from .model_files import normalize_rows, read_tensors, read_tokenizer, text_list
 
@@ -139,7 +140,8 @@ class TransformerEmbedder:
     def __init__(self, path: str):
         path = os.fspath(path)
         self.name = os.path.basename(os.path.normpath(os.path.abspath(path)))
-        enc_dir, pooling, dense, lower = self._modules(path)
+        enc_dir, pooling, dense = self._modules(path)
+        st_cfg = self._st_config(enc_dir)
         cfg = _read_json(os.path.join(enc_dir, "config.json"))
         kind = cfg.get("model_type")
         if kind not in ENCODERS:
@@ -170,7 +172,7 @@ class TransformerEmbedder:
         self.w = self._encoder_weights(raw, weights)
         del raw
         rows = self.w["pos"].shape[0] - self.pos0
-        limit = self._max_seq_length(enc_dir, rows)
+        limit = self._max_seq_length(st_cfg, enc_dir, rows)
         tok_path = os.path.join(enc_dir, "tokenizer.json")
         if not os.path.isfile(tok_path):
             raise ModelError(f"{enc_dir} has no tokenizer.json: save the model with "
@@ -182,17 +184,21 @@ class TransformerEmbedder:
                              f"{self.w['word'].shape[0]} token vectors; not this model's tokenizer")
         tok.no_padding()
         tok.enable_truncation(max_length=limit)
-        self.tokenizer, self.max_tokens, self.lower = tok, limit, lower
+        self.tokenizer, self.max_tokens = tok, limit
+        self.lower = bool(st_cfg.get("do_lower_case", False))
         self.pooling = pooling
         self.dense = dense
         dim = self.hidden * len(pooling)
-        for i, (wd, _, _, where) in enumerate(dense):
+        for wd, _, _, where in dense:
             if wd.shape[1] != dim:
                 raise ModelError(f"{where}: takes {wd.shape[1]} values, the layer before gives "
                                  f"{dim}")
             dim = wd.shape[0]
         self.dim = dim
         self._on: dict = {}              # the weights on a device, by namespace
+
+    #: Embeds on the array namespace it is given (a GPU's, in a GPU run).
+    on_device = True
 
     def __repr__(self) -> str:
         return (f"TransformerEmbedder({self.name!r}, dim={self.dim}, layers={self.layers}, "
@@ -201,10 +207,10 @@ class TransformerEmbedder:
     # -- reading the folder ---------------------------------------------------------
 
     def _modules(self, path: str):
-        """``(encoder folder, pooling modes, dense layers, lowercase)``."""
+        """``(encoder folder, pooling modes, dense layers)``."""
         modules = os.path.join(path, "modules.json")
         if not os.path.isfile(modules):
-            return path, ("mean_tokens",), [], False
+            return path, ("mean_tokens",), []
         try:
             with open(modules, encoding="utf-8") as f:
                 entries = sorted(json.load(f), key=lambda m: int(m.get("idx", 0)))
@@ -219,18 +225,18 @@ class TransformerEmbedder:
                              f"{', '.join(names) or 'none'}; the encoder models run here are "
                              f"Transformer, Pooling, then Dense or Normalize modules")
         enc_dir = os.path.normpath(os.path.join(path, kinds[0][1]))
-        lower = bool(self._st_config(enc_dir).get("do_lower_case", False))
         pooling = self._pooling(os.path.join(path, kinds[1][1], "config.json"))
         dense = [self._dense(os.path.join(path, p)) for k, p in kinds[2:] if k == "Dense"]
-        return enc_dir, pooling, dense, lower
+        return enc_dir, pooling, dense
 
     @staticmethod
     def _st_config(enc_dir: str) -> dict:
         p = os.path.join(enc_dir, "sentence_bert_config.json")
         return _read_json(p) if os.path.isfile(p) else {}
 
-    def _max_seq_length(self, enc_dir: str, rows: int) -> int:
-        got = self._st_config(enc_dir).get("max_seq_length")
+    @staticmethod
+    def _max_seq_length(st_cfg: dict, enc_dir: str, rows: int) -> int:
+        got = st_cfg.get("max_seq_length")
         if got is None:
             return rows
         if isinstance(got, bool) or not isinstance(got, int) or got < 2:
@@ -423,6 +429,6 @@ class TransformerEmbedder:
                     j += 1
                 rows = order[i:j]
                 got = self.encode([ids[r] for r in rows.tolist()], xp)
-                out[start + rows] = np.asarray(got.get() if hasattr(got, "get") else got)
+                out[start + rows] = to_host(got)
                 i = j
         return normalize_rows(out)
