@@ -143,7 +143,20 @@ def _act(name, v):
     return v
 
 
-def oracle(w, ids, *, prefix="", act="gelu", pos0=0, pooling=("mean_tokens",), dense=()):
+def _bucket(d):
+    """MPNet's bucket of the relative position ``d`` (attending minus
+    attended token), from its definition, in float64."""
+    n = abs(d)
+    upper = 16 if d < 0 else 0
+    if n < 8:
+        return upper + n
+    return upper + min(15, 8 + int(math.log(n / 8) / math.log(128 / 8) * 8))
+
+
+def oracle(w, ids, *, prefix="", act="gelu", pos0=0, pooling=("mean_tokens",), dense=(),
+           rel=None):
+    """The encoder's pooled, normalised row of the token ids ``ids``; with
+    ``rel`` (buckets x heads), MPNet's relative position bias."""
     g = {k[len(prefix):]: v for k, v in w.items()}
     x = [_ln([float(g["embeddings.word_embeddings.weight"][t, j])
               + float(g["embeddings.position_embeddings.weight"][pos0 + p, j])
@@ -159,7 +172,9 @@ def oracle(w, ids, *, prefix="", act="gelu", pos0=0, pooling=("mean_tokens",), d
         for h in range(HEADS):
             sl = range(h * dh, (h + 1) * dh)
             for a in range(len(x)):
-                sc = [sum(q[a][j] * k[b][j] for j in sl) / math.sqrt(dh) for b in range(len(x))]
+                sc = [sum(q[a][j] * k[b][j] for j in sl) / math.sqrt(dh)
+                      + (0.0 if rel is None else float(rel[_bucket(a - b), h]))
+                      for b in range(len(x))]
                 top = max(sc)
                 e = [math.exp(s - top) for s in sc]
                 z = sum(e)
@@ -285,7 +300,7 @@ def test_the_device_path_groups_texts_of_one_length(tmp_path):
 
 
 @pytest.mark.parametrize("change, words", [
-    (lambda f: _edit(f / "config.json", model_type="mpnet"), "model_type 'mpnet'"),
+    (lambda f: _edit(f / "config.json", model_type="qwen3"), "model_type 'qwen3'"),
     (lambda f: _edit(f / "config.json", hidden_act="swiglu"), "activation 'swiglu'"),
     (lambda f: _edit(f / "1_Pooling" / "config.json", pooling_mode_mean_tokens=False,
                      pooling_mode_weightedmean_tokens=True), "weightedmean"),
@@ -375,3 +390,51 @@ def test_distilbert_names_and_no_token_types(tmp_path):
     zero_types = dict(w, **{"distilbert.embeddings.token_type_embeddings.weight":
                             np.zeros((2, H), np.float32)})
     _check_against_oracle(m, zero_types, prefix="distilbert.")
+
+
+def test_relative_buckets_match_the_definition():
+    from gpu_dedup.semantic.transformer import relative_buckets
+    got = relative_buckets(400)
+    want = np.array([[_bucket(i - j) for j in range(400)] for i in range(400)])
+    assert np.array_equal(got, want)
+    assert got.max() == 31 and got.min() == 0          # both halves, clipped at the last
+
+
+_MPNET = {"attention.self.query": "attention.attn.q", "attention.self.key": "attention.attn.k",
+          "attention.self.value": "attention.attn.v", "attention.output.dense": "attention.attn.o",
+          "attention.output.LayerNorm": "attention.LayerNorm"}
+
+
+def test_mpnet_relative_position_bias(tmp_path):
+    """MPNet (all-mpnet-base-v2's kind): BERT's blocks under other names, no
+    token types, positions from 2, and a learned bias per head and bucket of
+    relative position added to every layer's attention scores."""
+    folder = tmp_path / "mpnet"
+    w, _ = _model(folder, kind="mpnet", prefix="mpnet.")
+    rel = (np.random.default_rng(7).standard_normal((32, HEADS)) * 0.5).astype(np.float32)
+    renamed = {"mpnet.encoder.relative_attention_bias.weight": rel}
+    for k, v in w.items():
+        for a, b in _MPNET.items():
+            if k.endswith((a + ".weight", a + ".bias")):
+                k = k.replace(a, b)
+                break
+        if "token_type" not in k:
+            renamed[k] = v
+    save_file(renamed, str(folder / "model.safetensors"))
+    m = load_model(str(folder))
+    assert isinstance(m, TransformerEmbedder) and m.kind == "mpnet"
+    zero_types = dict(w, **{"mpnet.embeddings.token_type_embeddings.weight":
+                            np.zeros((1, H), np.float32)})
+    texts = TEXTS + ["the quick brown fox jumps over the lazy dog in the park and the big "
+                     "red house"]                   # 18 tokens: distances in the shared buckets
+    assert max(map(len, m.token_ids(texts))) > 16
+    _check_against_oracle(m, zero_types, texts=texts, prefix="mpnet.", pos0=2, rel=rel)
+    # without the bias the rows differ: the test would see it missing
+    assert not np.allclose(m.embed(texts[-1:])[0],
+                           oracle(zero_types, m.token_ids(texts[-1:])[0], prefix="mpnet.",
+                                  pos0=2), atol=1e-3)
+    # a table of too few buckets is refused
+    renamed["mpnet.encoder.relative_attention_bias.weight"] = rel[:16]
+    save_file(renamed, str(folder / "model.safetensors"))
+    with pytest.raises(ModelError, match="relative_attention_bias"):
+        load_model(str(folder))

@@ -276,7 +276,7 @@ def load_model(path: str | None):
             shown = ", ".join(sorted(keys)[:3]) + (", ..." if len(keys) > 3 else "")
             raise ModelError(f"{weights} has no {MODEL2VEC_KEY!r} tensor (it has {shown}): not a "
                              f"static embedding model, nor an encoder whose config.json has "
-                             f"model_type bert, roberta, xlm-roberta or distilbert; {NO_DOWNLOAD}")
+                             f"model_type bert, roberta, xlm-roberta, distilbert or mpnet; {NO_DOWNLOAD}")
         key = MODEL2VEC_KEY if MODEL2VEC_KEY in keys else STATIC_KEY
         return [key] + [k for k in ("mapping", "weights") if k in keys]
     tensors = read_tensors(weights, want)

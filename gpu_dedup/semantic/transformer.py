@@ -2,14 +2,17 @@
 
 A local sentence-transformers folder whose ``modules.json`` lists a
 ``Transformer`` of a BERT-family encoder (``model_type`` ``bert``,
-``roberta``, ``xlm-roberta`` or ``distilbert`` in its ``config.json``:
-all-MiniLM, BGE, GTE, E5, the msmarco DistilBERTs and their kind), then a
+``roberta``, ``xlm-roberta``, ``distilbert`` or ``mpnet`` in its
+``config.json``: all-MiniLM, all-mpnet, BGE, GTE, E5, the msmarco
+DistilBERTs and their kind), then a
 ``Pooling`` (CLS, mean, max or mean over the square root of the length),
 any ``Dense`` layers (tanh or identity) and a ``Normalize``. A folder of
 such an encoder alone (``config.json`` and ``model.safetensors``, no
 ``modules.json``) is read as that encoder with mean pooling.
 
-The encoder's forward pass (Devlin et al. 2019) is written out below in
+The encoder's forward pass (Devlin et al. 2019; MPNet, Song et al. 2020,
+adds a learned bias per head and bucket of relative position to the
+attention scores) is written out below in
 float32 over an array namespace: NumPy on the host, CuPy on a GPU. Its
 weights come from ``model.safetensors``, its tokens from ``tokenizer.json``
 (with the special tokens the tokenizer adds, cut to the model's
@@ -34,7 +37,7 @@ from ..errors import ConfigError, ModelError
 from .model_files import normalize_rows, read_tensors, read_tokenizer, text_list
 
 #: The encoders this module runs, by ``model_type`` of ``config.json``.
-ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert")
+ENCODERS = ("bert", "roberta", "xlm-roberta", "distilbert", "mpnet")
 #: The tensors of one layer, by architecture: q, k, v, the attention's
 #: output and its LayerNorm, the feed-forward's two products and the
 #: LayerNorm after them (each name a prefix of ``.weight`` and ``.bias``).
@@ -46,7 +49,15 @@ _LAYER_NAMES = {
     "distilbert": ("transformer.layer.{i}.", ("attention.q_lin", "attention.k_lin",
                                               "attention.v_lin"), "attention.out_lin",
                    "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm"),
+    "mpnet": ("encoder.layer.{i}.", ("attention.attn.q", "attention.attn.k",
+                                      "attention.attn.v"), "attention.attn.o",
+              "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"),
 }
+#: MPNet's relative positions: buckets (half for each direction), the
+#: distances below which each has its own bucket in a direction, and the
+#: distance from which all share the last (the reference implementation's
+#: fixed values, whatever ``relative_attention_num_buckets`` says).
+REL_BUCKETS, REL_EXACT, REL_MAX = 32, 8, 128
 #: ``config.json``'s names of the sizes, by architecture (BERT's otherwise).
 _CONFIG_NAMES = {"distilbert": ("dim", "n_heads", "n_layers", "activation")}
 #: sentence-transformers' order of the pooled parts when several are on.
@@ -119,6 +130,23 @@ def _erf(xp, x):
     return erf(x).astype(np.float32, copy=False)
 
 
+def relative_buckets(L: int) -> np.ndarray:
+    """MPNet's bucket of each relative position of ``L`` tokens: ``(L, L)``
+    int64, row the attending token ``i``, column the attended ``j``. With
+    ``d = i - j``, a token after the attending one (``d < 0``) takes the
+    upper half; distances below :data:`REL_EXACT` have a bucket each, longer
+    ones share buckets logarithmically up to :data:`REL_MAX` (computed in
+    float32, as the reference implementation does)."""
+    pos = np.arange(L, dtype=np.int64)
+    d = pos[:, None] - pos[None, :]
+    half = REL_BUCKETS // 2
+    n = np.abs(d)
+    far = np.log(np.maximum(n, 1).astype(np.float32) / np.float32(REL_EXACT)) \
+        / np.float32(math.log(REL_MAX / REL_EXACT)) * np.float32(half - REL_EXACT)
+    far = np.minimum(REL_EXACT + far.astype(np.int64), half - 1)
+    return np.where(d < 0, half, 0) + np.where(n < REL_EXACT, n, far)
+
+
 def _layer_norm(xp, x, w, b, eps: float):
     mu = x.mean(axis=-1, keepdims=True)
     d = x - mu
@@ -162,8 +190,10 @@ class TransformerEmbedder:
             raise ModelError(f"{enc_dir}/config.json: hidden_size {self.hidden} is not a "
                              f"multiple of num_attention_heads {self.heads}")
         self.act = _activation(act, f"{enc_dir}/config.json")
-        # RoBERTa numbers positions from the padding id + 1
-        self.pos0 = int(cfg.get("pad_token_id", 1)) + 1 if "roberta" in kind else 0
+        # RoBERTa numbers positions from the padding id + 1; MPNet from 2
+        # (its padding id is fixed at 1)
+        self.pos0 = (int(cfg.get("pad_token_id", 1)) + 1 if "roberta" in kind
+                     else 2 if kind == "mpnet" else 0)
         weights = os.path.join(enc_dir, "model.safetensors")
         if not os.path.isfile(weights):
             raise ModelError(f"{enc_dir} has no model.safetensors: save the model in "
@@ -306,11 +336,17 @@ class TransformerEmbedder:
              "pos": get("embeddings.position_embeddings.weight", (None, H)),
              "ln_w": get("embeddings.LayerNorm.weight", (H,)),
              "ln_b": get("embeddings.LayerNorm.bias", (H,))}
-        # DistilBERT has no token types: BERT's type 0 adds nothing there
-        w["type0"] = (np.zeros(H, np.float32) if self.kind == "distilbert"
+        # DistilBERT and MPNet have no token types: BERT's type 0 adds nothing
+        w["type0"] = (np.zeros(H, np.float32) if self.kind in ("distilbert", "mpnet")
                       else get("embeddings.token_type_embeddings.weight", (None, H))[0])
+        if self.kind == "mpnet":
+            w["rel"] = get("encoder.relative_attention_bias.weight", (None, self.heads))
+            if w["rel"].shape[0] < REL_BUCKETS:
+                raise ModelError(f"{where}: {prefix}encoder.relative_attention_bias.weight has "
+                                 f"{w['rel'].shape[0]} rows, not the {REL_BUCKETS} buckets of "
+                                 f"relative positions MPNet uses")
         layer_at, qkv, ao, aln, inter_n, out_n, oln = _LAYER_NAMES[
-            "distilbert" if self.kind == "distilbert" else "bert"]
+            self.kind if self.kind in _LAYER_NAMES else "bert"]
         layers = []
         for i in range(self.layers):
             p = layer_at.format(i=i)
@@ -369,10 +405,14 @@ class TransformerEmbedder:
         x = w["word"][ids] + w["pos"][self.pos0:self.pos0 + L][None] + w["type0"]
         x = _layer_norm(xp, x, w["ln_w"], w["ln_b"], self.eps)
         scale = np.float32(1.0 / math.sqrt(dh))
+        bias = w["rel"][xp.asarray(relative_buckets(L))].transpose(2, 0, 1) if "rel" in w \
+            else None                                                   # (nh, L, L)
         for lw in w["layers"]:
             qkv = xp.matmul(x, lw["qkv_w"]) + lw["qkv_b"]                # (B, L, 3H)
             qkv = qkv.reshape(B, L, 3, nh, dh).transpose(2, 0, 3, 1, 4)  # (3, B, nh, L, dh)
             s = xp.matmul(qkv[0], qkv[1].transpose(0, 1, 3, 2)) * scale  # (B, nh, L, L)
+            if bias is not None:
+                s = s + bias
             s = xp.exp(s - s.max(axis=-1, keepdims=True))
             s /= s.sum(axis=-1, keepdims=True)
             ctx = xp.matmul(s, qkv[2]).transpose(0, 2, 1, 3).reshape(B, L, H)
