@@ -367,20 +367,27 @@ _DISTIL = {"attention.self.query": "attention.q_lin", "attention.self.key": "att
            "output.dense": "ffn.lin2", "output.LayerNorm": "output_layer_norm"}
 
 
+def _renamed(w: dict, names: dict) -> dict:
+    """BERT's tensors ``w`` under another architecture's ``names`` (a part
+    of a tensor's name to its replacement), without token types."""
+    out = {}
+    for k, v in w.items():
+        for a, b in names.items():
+            if k.endswith((a + ".weight", a + ".bias")):
+                k = k.replace(a, b)
+                break
+        if "token_type" not in k:
+            out[k] = v
+    return out
+
+
 def test_distilbert_names_and_no_token_types(tmp_path):
     """DistilBERT: the same blocks under other names, sizes named dim,
     n_heads, n_layers, and no token type embeddings."""
     folder = tmp_path / "distil"
     w, _ = _model(folder, prefix="distilbert.")
-    renamed = {}
-    for k, v in w.items():
-        k = k.replace("distilbert.encoder.layer.", "distilbert.transformer.layer.")
-        for a, b in _DISTIL.items():
-            if k.endswith((a + ".weight", a + ".bias")):
-                k = k.replace(a, b)
-                break
-        if "token_type" not in k:
-            renamed[k] = v
+    renamed = _renamed({k.replace("distilbert.encoder.layer.", "distilbert.transformer.layer."): v
+                        for k, v in w.items()}, _DISTIL)
     save_file(renamed, str(folder / "model.safetensors"))
     (folder / "config.json").write_text(json.dumps(
         {"model_type": "distilbert", "dim": H, "n_heads": HEADS, "n_layers": LAYERS,
@@ -412,14 +419,7 @@ def test_mpnet_relative_position_bias(tmp_path):
     folder = tmp_path / "mpnet"
     w, _ = _model(folder, kind="mpnet", prefix="mpnet.")
     rel = (np.random.default_rng(7).standard_normal((32, HEADS)) * 0.5).astype(np.float32)
-    renamed = {"mpnet.encoder.relative_attention_bias.weight": rel}
-    for k, v in w.items():
-        for a, b in _MPNET.items():
-            if k.endswith((a + ".weight", a + ".bias")):
-                k = k.replace(a, b)
-                break
-        if "token_type" not in k:
-            renamed[k] = v
+    renamed = {"mpnet.encoder.relative_attention_bias.weight": rel, **_renamed(w, _MPNET)}
     save_file(renamed, str(folder / "model.safetensors"))
     m = load_model(str(folder))
     assert isinstance(m, TransformerEmbedder) and m.kind == "mpnet"
