@@ -107,3 +107,28 @@ def test_stable_order_is_numpys_stable_argsort(case):
     got = stable_order(key)
     assert got.dtype == np.int64
     assert np.array_equal(got, np.argsort(key, kind="stable"))
+
+
+@pytest.mark.parametrize("values,type_,mask", [
+    (np.array([3, -1, 7], np.int64), None, None),
+    (np.array([3, -1, 7], np.int64), None, np.array([False, True, False])),
+    (np.array([1, 2], np.int32), "int64", None),
+    (np.array([0.5, np.nan, 2.0]), "float64", np.array([True, False, False])),
+    (np.array([True, False, True, True, False, False, True, False, True]), "bool", None),
+    (np.array([5, 6], np.uint64), None, np.array([False, False])),
+    (np.zeros(0, np.int64), None, None),
+    ([], "large_string", None),
+    (np.array(["a", None], dtype=object), "string", None),
+])
+def test_arrow_column_equals_pa_array(values, type_, mask):
+    import pyarrow as pa
+    from gpu_dedup.arrays import arrow
+    t = None if type_ is None else {"int64": pa.int64(), "float64": pa.float64(),
+                                    "bool": pa.bool_(), "large_string": pa.large_string(),
+                                    "string": pa.string()}[type_]
+    got = arrow(values, t, mask=mask)
+    want = pa.array(values, t, mask=mask)
+    assert got.type == want.type
+    assert got.null_count == want.null_count
+    assert got.to_pylist() == want.to_pylist() or (           # NaN != NaN
+        str(got.to_pylist()) == str(want.to_pylist()))

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
+from ..arrays import arrow
 from . import layout
 from .assign_tasks import output_removed
 from .records import Documents
@@ -113,12 +114,12 @@ class RunOutputs:
         inside = docs < self.C
         out = np.empty(docs.size, dtype=object)
         if inside.any():
-            out[inside] = self.context.ids.take(pa.array(docs[inside])).to_numpy(
+            out[inside] = self.context.ids.take(arrow(docs[inside])).to_numpy(
                 zero_copy_only=False)
         if (~inside).any():
             out[~inside] = self.ids_of(docs[~inside]).cast(pa.string()).to_numpy(
                 zero_copy_only=False)
-        return pa.array(out, pa.string())
+        return arrow(out, pa.string())
 
     def write(self, folder: str, on_progress=None) -> dict:
         """clusters.parquet, pairs.parquet and data/ into ``folder``, a chunk
@@ -151,13 +152,13 @@ class RunOutputs:
                     gone = np.flatnonzero(~ks)
                     slot = np.full(ks.size, -1, np.int64)
                     slot[gone] = np.arange(gone.size)
-                    mask = pa.array(slot, mask=slot < 0)
+                    mask = arrow(slot, mask=slot < 0)
                     dup = d[s:e][gone]
                     cols = {"id": ids.slice(s, e - s).cast(pa.string()),
-                            "cluster": pa.array(r["cluster"][s:e], pa.int64()),
-                            "kept": pa.array(ks, pa.bool_()),
+                            "cluster": arrow(r["cluster"][s:e], pa.int64()),
+                            "kept": arrow(ks, pa.bool_()),
                             "duplicate_of": self._names(dup).take(mask),
-                            "similarity": pa.array(r["similarity"][s:e], pa.float64(),
+                            "similarity": arrow(r["similarity"][s:e], pa.float64(),
                                                    mask=ks)}
                     if self.context is not None:
                         cols["duplicate_of_index"] = self.context.index_names(dup).take(mask)
@@ -180,7 +181,7 @@ class RunOutputs:
                 for s in range(0, a.size, NAME_ROWS):
                     rg.add(pa.table({"id_a": self._names(a[s:s + NAME_ROWS]),
                                      "id_b": self._names(b[s:s + NAME_ROWS]),
-                                     "similarity": pa.array(sims[s:s + NAME_ROWS],
+                                     "similarity": arrow(sims[s:s + NAME_ROWS],
                                                             pa.float64())}, schema=schema))
                 del r, a, b, sims
                 release_memory(collect=False)
@@ -216,7 +217,7 @@ class RunOutputs:
         kept = np.concatenate(parts) if len(parts) > 1 else parts[0]
         del parts
         shard = Shard(path=first["path"], fmt=first["fmt"], compression=first["compression"],
-                      texts=pa.array([], pa.large_string()), ids=None, locations=kept,
+                      texts=arrow([], pa.large_string()), ids=None, locations=kept,
                       files=first.get("files"))
         shard.write_kept(None, out, min(self.plan.chunk_bytes, COPY_BLOCK))
 

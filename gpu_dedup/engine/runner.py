@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ..arrays import stable_order, unique
+from ..arrays import arrow, stable_order, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import unpack_edges, verified_edges
@@ -111,7 +111,7 @@ class Context:
         out = np.full(docs.size, None, dtype=object)
         if inside.any():
             out[inside] = np.asarray(self.names, dtype=object)[self.index[docs[inside]]]
-        return pa.array(out, pa.string())
+        return arrow(out, pa.string())
 
 
 class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):

@@ -56,6 +56,7 @@ from ..atomic import is_tmp, write_atomic
 from ..digest import file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
+from ..arrays import arrow
 from .layout import LOCK, MARKER
 
 log = logging.getLogger("gpu_dedup")
@@ -94,7 +95,7 @@ def _column(table: pa.Table) -> pa.Array:
     if col.num_chunks == 1:
         return col.chunk(0)
     if col.num_chunks == 0:
-        return pa.array([], type=col.type)
+        return arrow([], type=col.type)
     return col.combine_chunks()
 
 

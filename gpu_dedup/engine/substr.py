@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import string_ranges
+from ..arrays import arrow, string_ranges
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
 from ..kernels import substr as K
@@ -151,7 +151,7 @@ def task_hash(ci: int, ctx: Ctx, step: Step) -> dict:
         uh, vocab, vh = unit_hashes(be, string_ranges(data, b0, b1), tuple(job["normalize"]),
                                     seed)
     else:
-        uh, vocab, vh = np.zeros(0, _U64), pa.array([], pa.large_string()), np.zeros(0, _U64)
+        uh, vocab, vh = np.zeros(0, _U64), arrow([], pa.large_string()), np.zeros(0, _U64)
     del b0, b1, off, data
     h, start = be.substr_windows(uh, u_off, job["L"])
     order = be.stable_argsort(h)
@@ -161,7 +161,7 @@ def task_hash(ci: int, ctx: Ctx, step: Step) -> dict:
     del h, start, order
     vo = np.argsort(vh, kind="stable")
     st.save_npy(layout.file(name, "vh.npy"), vh[vo])
-    st.save_arrow(layout.file(name, "vocab.arrow"), {"unit": vocab.take(pa.array(vo))})
+    st.save_arrow(layout.file(name, "vocab.arrow"), {"unit": vocab.take(arrow(vo))})
     st.save_npy(layout.file(name, "uh.npy"), uh)
     st.save_npy(layout.file(name, "units.npy"), np.diff(u_off).astype(np.int64))
     meta = {"units": U, "windows": W, "vocab": int(vh.size),
@@ -197,10 +197,10 @@ def task_vocab(item: tuple, ctx: Ctx, step: Step) -> dict:
         del hs, ss
         order = np.argsort(h, kind="stable")
         h = h[order]
-        s = s.take(pa.array(order))
+        s = s.take(arrow(order))
         same = np.flatnonzero(h[1:] == h[:-1])
         if same.size:
-            eq = pc.equal(s.take(pa.array(same)), s.take(pa.array(same + 1)))
+            eq = pc.equal(s.take(arrow(same)), s.take(arrow(same + 1)))
             bad = np.flatnonzero(~eq.to_numpy(zero_copy_only=False))
             if bad.size:
                 i = int(same[bad[0]])

@@ -17,6 +17,7 @@ from ..io.sources import output_names
 from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K
 from ..memory import release_memory
+from ..arrays import arrow
 from . import layout
 from .outputs import RowGroups
 
@@ -79,15 +80,15 @@ class SubstrOutputs:
                 dropped_all.append(dropped)
                 sd = self.chunk_array(ci, "span_doc")
                 s0, s1 = self.chunk_array(ci, "span_start"), self.chunk_array(ci, "span_end")
-                rs.add(pa.table({"id": ids.take(pa.array(sd)),
-                                 "start": pa.array(s0, pa.int64()),
-                                 "end": pa.array(s1, pa.int64()),
+                rs.add(pa.table({"id": ids.take(arrow(sd)),
+                                 "start": arrow(s0, pa.int64()),
+                                 "end": arrow(s1, pa.int64()),
                                  "first_id": self.ids_of(self.chunk_array(
                                      ci, "span_first")).cast(pa.string())},
                                 schema=span_schema))
-                rd.add(pa.table({"id": ids, "units": pa.array(units, pa.int64()),
-                                 "removed_units": pa.array(removed, pa.int64()),
-                                 "dropped": pa.array(dropped, pa.bool_())}, schema=doc_schema))
+                rd.add(pa.table({"id": ids, "units": arrow(units, pa.int64()),
+                                 "removed_units": arrow(removed, pa.int64()),
+                                 "dropped": arrow(dropped, pa.bool_())}, schema=doc_schema))
                 lengths.append(s1 - s0)
                 counts["units"] += int(units.sum())
                 counts["removed"] += int(removed.sum())
@@ -154,9 +155,9 @@ class _ShardTexts:
     def take(self, records: np.ndarray) -> pa.Array:
         """The texts of ascending record positions ``records``."""
         if records.size == 0:
-            return pa.array([], pa.large_string())
+            return arrow([], pa.large_string())
         a = int(records[0])
-        return self.many(a, int(records[-1]) + 1).take(pa.array(records - a))
+        return self.many(a, int(records[-1]) + 1).take(arrow(records - a))
 
     def many(self, i0: int, i1: int) -> pa.Array:
         parts = []
@@ -166,7 +167,7 @@ class _ShardTexts:
             e = min(i1, int(self.starts[k + 1]))
             parts.append(self.col.slice(i0 - int(self.starts[k]), e - i0))
             i0 = e
-        return pa.concat_arrays(parts) if parts else pa.array([], pa.large_string())
+        return pa.concat_arrays(parts) if parts else arrow([], pa.large_string())
 
 
 def report_dict(runner, counts: dict, params: dict, seconds: float) -> dict:

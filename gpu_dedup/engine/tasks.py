@@ -41,7 +41,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..arrays import concat_csr, take_rows, unique
+from ..arrays import arrow, concat_csr, take_rows, unique
 from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
@@ -350,14 +350,14 @@ def gather(ctx: Ctx, documents: Documents, docs: np.ndarray, name: str) -> pa.Ar
     document indices ``docs``."""
     st = ctx.store
     if docs.size == 0:
-        return pa.array([], pa.large_string())
+        return arrow([], pa.large_string())
     ci = documents.chunk_of(docs)
     cut = np.flatnonzero(np.diff(ci)) + 1
     parts = []
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
         c = int(ci[s])
         col = st.column(layout.chunk_file(documents.chunks[c]["key"], name))
-        parts.append(col.take(pa.array(docs[s:e] - int(documents.starts[c]))))
+        parts.append(col.take(arrow(docs[s:e] - int(documents.starts[c]))))
         del col
     return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
 
@@ -366,12 +366,12 @@ def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
     """Ids (as ``large_string``) of any global document indices, in order."""
     docs = np.asarray(docs, dtype=np.int64)
     if docs.size == 0:
-        return pa.array([], pa.large_string())
+        return arrow([], pa.large_string())
     if len(documents.chunks) == 1:
         ids = ctx.store.column(layout.chunk_file(documents.chunks[0]["key"], layout.IDS))
-        return ids.take(pa.array(docs))
+        return ids.take(arrow(docs))
     u, inv = unique(docs, return_inverse=True)
-    return gather(ctx, documents, u, layout.IDS).take(pa.array(inv.astype(np.int64)))
+    return gather(ctx, documents, u, layout.IDS).take(arrow(inv.astype(np.int64)))
 
 
 # -- verify --------------------------------------------------------------------

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+from ..arrays import arrow
 
 from .arrow import datasets_files, write_kept_ipc
 from .jsonl import BLOCK_BYTES, write_edited_lines, write_kept_lines
@@ -44,9 +45,9 @@ class TextEdit:
         """The texts of the ascending record positions ``records``."""
         records = np.asarray(records, dtype=np.int64)
         if records.size == 0:
-            return pa.array([], pa.large_string())
+            return arrow([], pa.large_string())
         a = int(records[0])
-        return self.many(a, int(records[-1]) + 1).take(pa.array(records - a))
+        return self.many(a, int(records[-1]) + 1).take(arrow(records - a))
 
 
 def _ipc_edit(edit: TextEdit, keep: np.ndarray):
