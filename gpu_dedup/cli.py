@@ -310,7 +310,7 @@ def run(ctx, inputs, output, text_field, id_field, on_bad_record, device, gpu_me
         config, extra = res.config, {}
     if quiet:
         quiet_logs()
-    notice = None if quiet else progress.compile_notice()
+    notice = None if quiet else progress.compile_notice
     prog = progress.StageProgress() if progress.wanted(quiet) else None
     on_stage = progress.noticing(notice, lambda line: echo(line, err=True),
                                  prog.stage if prog else None)

@@ -141,11 +141,14 @@ def demo(output, docs, seed, device, quiet):
 
 
 def _warm_defaults(texts, device) -> None:
-    """Run the default options once on a few documents, so that the kernels a
-    first plain `gpu-dedup run` needs are already in Numba's on-disk cache."""
+    """Run the default options once on a few documents, compiled (a run this
+    small would otherwise run its kernels interpreted), so that the kernels a
+    first plain `gpu-dedup run` of more text needs are already in Numba's
+    on-disk cache."""
     from .config import Config
+    from .kernels.jit import compiling
     from .pipeline import run as run_pipeline
-    with tempfile.TemporaryDirectory(prefix="gpu-dedup-warm-") as d:
+    with tempfile.TemporaryDirectory(prefix="gpu-dedup-warm-") as d, compiling():
         src = os.path.join(d, "sample.jsonl")
         with open(src, "w") as f:
             for t in texts:

@@ -74,6 +74,7 @@ class Dedup:
     """Near-duplicate deduplication as a :class:`gpu_dedup.shell.Command`."""
 
     chunk_share = 12
+    interpretable = True
     memory_per_byte = None
 
     def __init__(self, cfg: Config, *, text_field, id_field, on_bad_record, gpu_memory,
@@ -273,7 +274,7 @@ def deduplicate(texts, config: Config | None = None, backend=None, *, memory_lim
         return Runner(cfg, be, store, ex, plan, id_field=None, on_stage=on_stage,
                       on_progress=on_progress)
     runner = run_array(texts, make, backend, memory_limit=memory_limit, scheduler=scheduler,
-                       workers=workers, partition_bytes=partition_bytes)
+                       workers=workers, partition_bytes=partition_bytes, interpretable=True)
     return result_arrays(runner)
 
 

@@ -35,10 +35,14 @@ def compile_notice() -> str | None:
     first run on a machine (or after an upgrade), when Numba's cache does not
     hold them yet; None when it does, or when it cannot tell."""
     import os
+
+    from .kernels.jit import interpreting
+    if interpreting():                   # nothing is compiled
+        return None
     try:
         from .kernels import cpu
         # a kernel every run and the demo compile (the read stage's fingerprints)
-        cached = os.path.exists(cpu._text_hash_docs._cache._cache_file._index_path)
+        cached = os.path.exists(cpu._text_hash_docs.compiled._cache._cache_file._index_path)
     except (AttributeError, ImportError, OSError, TypeError):   # Numba's cache is no API
         return None
     if cached:
@@ -47,11 +51,13 @@ def compile_notice() -> str | None:
             f"load them from Numba's cache")
 
 
-def noticing(notice: str | None, echo, on_stage=None):
-    """``on_stage`` that first says ``notice`` (:func:`compile_notice`) with
-    ``echo``, once, as the first stage after ``read`` starts: where most
-    kernels compile, and after the inputs were read, so that a run refused
-    for its options, its output directory or a bad record says only why."""
+def noticing(notice, echo, on_stage=None):
+    """``on_stage`` that first says ``notice`` with ``echo``, once, as the
+    first stage after ``read`` starts: where most kernels compile, and after
+    the inputs were read, so that a run refused for its options, its output
+    directory or a bad record says only why. ``notice`` is the line, or a
+    function that gives it then, or None (:func:`compile_notice`, asked
+    once the run knows whether it compiles anything)."""
     if notice is None:
         return on_stage
     said = []
@@ -59,7 +65,9 @@ def noticing(notice: str | None, echo, on_stage=None):
     def stage(name: str) -> None:
         if name != "read" and not said:
             said.append(True)
-            echo(notice)
+            line = notice() if callable(notice) else notice
+            if line is not None:
+                echo(line)
         if on_stage is not None:
             on_stage(name)
     return stage

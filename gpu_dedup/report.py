@@ -12,16 +12,19 @@ from .version import __version__
 from .edge import clean_tree
 
 
+def kernels_mode() -> str:
+    """How the CPU kernels ran: ``compiled`` (Numba) or ``interpreted`` (a
+    small run: :func:`gpu_dedup.kernels.jit.interpreted`)."""
+    from .kernels.jit import interpreting
+    return "interpreted" if interpreting() else "compiled"
+
+
 def versions() -> dict:
     out = {"gpu_dedup": __version__, "python": platform.python_version()}
     for mod in ("numpy", "pyarrow", "numba", "scipy"):
-        m = sys.modules.get(mod)
-        if m is None:
-            try:
-                m = __import__(mod)
-            except ImportError:
-                continue
-        out[mod] = getattr(m, "__version__", "?")
+        m = sys.modules.get(mod)         # those the run loaded (an interpreted run: no Numba)
+        if m is not None:
+            out[mod] = getattr(m, "__version__", "?")
     for mod in ("cupy", "cudf", "cugraph"):
         m = sys.modules.get(mod)
         if m is not None:
@@ -114,6 +117,7 @@ def build_report(runner, seconds: dict, device: str, outputs: dict, *,
         },
         "parameters": {**cfg.to_dict(), "name": cfg.name, "s_curve": scurve_summary(cfg)},
         "device": device,
+        "kernels": kernels_mode(),
         "seconds": seconds,
         "inputs": [{"path": sh["path"], "format": sh["format"],
                     "compression": sh["compression"], "documents": sh["documents"],

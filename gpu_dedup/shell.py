@@ -29,10 +29,12 @@ from typing import Protocol
 
 from .backend import get_backend
 from .engine import layout
+from .engine.plan import interpreted_kernels
 from .engine.session import Session, os_error, session
 from .errors import ConfigError
 from .io.plan import input_bytes, plan_reads
 from .io.sources import ON_BAD_RECORD, group_inputs
+from .kernels.jit import interpreted
 from .memory import format_size, parse_size
 
 log = logging.getLogger("gpu_dedup")
@@ -122,6 +124,10 @@ class Command(Protocol):
     #: (:func:`gpu_dedup.engine.plan.make_plan`; None: the defaults).
     chunk_share: int
     memory_per_byte: int | None
+    #: Whether a small run of it may run its kernels interpreted
+    #: (:func:`gpu_dedup.engine.plan.interpreted_kernels`): every kernel it
+    #: runs has a whole-array stand-in or is cheap interpreted.
+    interpretable: bool
 
     def key(self, paths: list) -> dict:
         """What determines the stored results, besides the plan."""
@@ -173,7 +179,6 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
     it), on the executor the scheduler names; the outputs are the same bytes
     whichever way it runs.
     """
-    from .report import write_report_json
     paths = opened.paths
     measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
     with session(command.name, command.key(paths), measured=measured, budget=opened.budget,
@@ -183,34 +188,46 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
                  memory_per_byte=command.memory_per_byte) as s:
         runner = command.runner(opened, s)
         try:
-            runner.run(plan_reads(paths, s.plan.chunk_bytes))
-            with opened.out:
-                folder = opened.out.staging()
-                with runner.stage("write"):
-                    written = command.write(runner, folder)
-                report = command.report(runner, written, opened, s)
-                if html:
-                    with runner.stage("report"):
-                        command.html(runner, folder, report)
-                else:
-                    report["outputs"].pop("report_html", None)
-                report["seconds"] = {**dict(runner.timer.seconds),
-                                     "total": time.perf_counter() - opened.t_start}
-                write_report_json(os.path.join(folder, "report.json"), report)
-                opened.out.publish()
+            small = (getattr(command, "interpretable", False)
+                     and interpreted_kernels(measured, s.executor, opened.backend))
+            with interpreted(small):
+                return _run_and_publish(runner, command, opened, s, paths, html)
         except OSError as exc:
             raise os_error(exc, s.store.root or opened.output) from exc
+
+
+def _run_and_publish(runner, command: Command, opened: Opened, s: Session, paths,
+                     html: bool) -> dict:
+    """:func:`run_files`' run, outputs, report and publication."""
+    from .report import write_report_json
+    runner.run(plan_reads(paths, s.plan.chunk_bytes))
+    with opened.out:
+        folder = opened.out.staging()
+        with runner.stage("write"):
+            written = command.write(runner, folder)
+        report = command.report(runner, written, opened, s)
+        if html:
+            with runner.stage("report"):
+                command.html(runner, folder, report)
+        else:
+            report["outputs"].pop("report_html", None)
+        report["seconds"] = {**dict(runner.timer.seconds),
+                             "total": time.perf_counter() - opened.t_start}
+        write_report_json(os.path.join(folder, "report.json"), report)
+        opened.out.publish()
     return report
 
 
 def run_array(texts, make_runner, backend=None, *, memory_limit=None, scheduler: str = "none",
-              workers=None, partition_bytes=None, memory_per_byte: int | None = None):
+              workers=None, partition_bytes=None, memory_per_byte: int | None = None,
+              interpretable: bool = False):
     """Run the runner ``make_runner(backend, store, executor, plan)`` over the
     string array ``texts`` in this process's memory; the finished runner.
 
     ``scheduler`` is ``none`` or ``threads`` (the array stays in this
     process); ``partition_bytes`` cuts the work into smaller partitions (the
-    result never depends on it).
+    result never depends on it); ``interpretable``: as
+    :attr:`Command.interpretable`.
     """
     from .engine import as_text_array
     from .engine.executors import make_executor
@@ -233,5 +250,6 @@ def run_array(texts, make_runner, backend=None, *, memory_limit=None, scheduler:
         store = MemoryStore()
         store.save_arrow(layout.INPUT_TEXTS, {"text": texts})
         runner = make_runner(be, store, ex, plan)
-        runner.run([dict(ARRAY_UNIT)])
+        with interpreted(interpretable and interpreted_kernels(texts.nbytes, ex, be)):
+            runner.run([dict(ARRAY_UNIT)])
     return runner

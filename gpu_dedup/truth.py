@@ -44,7 +44,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
+from .kernels.jit import njit
 
 from .arrays import unique
 from .config import parse_normalize

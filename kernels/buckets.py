@@ -8,7 +8,8 @@ several threads (:func:`kernels.threads.for_range`). The GPU backend groups the 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import GOLDEN, U64, fmix64
 from .threads import for_range
@@ -117,7 +118,7 @@ def segment_buckets(keys, docs, seg):
     return _bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.bucket_segments")
 def _bucket_segments(keys, docs, seg, lo0, out_mem, out_size, n_mem, n_bkt, j0, j1):
     implicit = docs.shape[0] == 0
     for j in range(j0, j1):
@@ -160,7 +161,7 @@ def _bucket_segments(keys, docs, seg, lo0, out_mem, out_size, n_mem, n_bkt, j0, 
         n_bkt[j] = nbig
 
 
-@njit(cache=True)
+@njit(cache=True, stand_in="vector_misc.bucket_lists")
 def _bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt):
     """The buckets each segment found, one after another: ``(off, members)``."""
     g = seg.shape[0] - 1
@@ -184,6 +185,11 @@ def _bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt):
     return off, members
 
 
+#: Constants of :func:`bucket_hashes`' second hash.
+BUCKET_SALT = U64(0x5851F42D4C957F2D)
+BUCKET_MUL = U64(0xD6E8FEB86659FD93)
+
+
 def bucket_hashes(off, members):
     """Two 64-bit hashes of each bucket's member list (its size included),
     to find buckets with the same members."""
@@ -193,15 +199,15 @@ def bucket_hashes(off, members):
     return h
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.bucket_hash_range")
 def _bucket_hash_range(off, members, h, b0, b1):
     for b in range(b0, b1):
         h1 = fmix64(U64(off[b + 1] - off[b]) * GOLDEN)
-        h2 = fmix64(h1 ^ U64(0x5851F42D4C957F2D))
+        h2 = fmix64(h1 ^ BUCKET_SALT)
         for i in range(off[b], off[b + 1]):
             x = U64(members[i])
             h1 = fmix64(h1 ^ (x * GOLDEN))
-            h2 = fmix64((h2 + x) * U64(0xD6E8FEB86659FD93))
+            h2 = fmix64((h2 + x) * BUCKET_MUL)
         h[b, 0] = h1
         h[b, 1] = h2
 
@@ -246,7 +252,7 @@ def bucket_edges(keys, active):
     return segment_bucket_edges(flat, np.tile(docs, b), seg)
 
 
-@njit(cache=True)
+@njit(cache=True, stand_in="vector_misc.first_equal")
 def first_equal(fp, active):
     """For each row of ``fp`` (``N x 2`` ``uint64`` fingerprints), the index
     of the first active row equal to it (itself if none comes earlier);

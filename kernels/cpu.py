@@ -13,7 +13,8 @@ selection in :mod:`kernels.greedy`.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import U64, fmix64, oph_filled, oph_probe, oph_put, oph_source, oph_start, xxh64
 from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
@@ -68,7 +69,7 @@ def minhash(offsets, data, docs, word_mode, n, a, b, shift, out, counts):
               shift, out, counts)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_sketch.minhash_blocks")
 def _minhash_blocks(offsets, data, docs, word_mode, n, a, b, shift, out, counts, b0, b1):
     D = docs.shape[0]
     K = a.shape[0]
@@ -96,7 +97,7 @@ FIRST_PROBES = 8
 TABLE_PROBES = 64
 
 
-@njit(cache=True)
+@njit(cache=True, stand_in="vector_misc.probe_table")
 def _probe_table(q, K):
     """The first :data:`TABLE_PROBES` probes of every bin (``K x
     TABLE_PROBES`` int32; :func:`kernels.hashing.oph_probe`)."""
@@ -142,7 +143,7 @@ def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
               shift, out, counts, probes)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.oph_blocks")
 def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, b0, b1):
     D = docs.shape[0]
     K = out.shape[1]
@@ -180,7 +181,7 @@ def band_keys(sig, bands, rows, out):
     for_range(_band_keys_rows, sig.shape[0], sig, bands, rows, out, grain=1024)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.band_keys_rows")
 def _band_keys_rows(sig, bands, rows, out, i0, i1):
     for i in range(i0, i1):
         for j in range(bands):
@@ -207,7 +208,7 @@ def shingle_sets(offsets, data, docs, word_mode, n):
     return set_off, values
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.shingle_set_blocks")
 def _shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b0, b1):
     D = docs.shape[0]
     for blk in range(b0, b1):
@@ -228,7 +229,7 @@ def set_bounds(offsets, data, docs, word_mode, n, out):
     for_range(_set_bound_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, out)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.set_bound_blocks")
 def _set_bound_blocks(offsets, data, docs, word_mode, n, out, b0, b1):
     D = docs.shape[0]
     for blk in range(b0, b1):
@@ -255,7 +256,7 @@ def jaccard_upper_bounds(rows, ia, ib):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.upper_bound_edges")
 def _upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
     for e in range(e0, e1):
         a = ia[e]
@@ -277,7 +278,7 @@ def jaccard_edges_between(off1, val1, off2, val2, ia, ib, floor):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.jaccard_edge_range")
 def _jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1):
     for e in range(e0, e1):
         r = ia[e]
@@ -331,7 +332,7 @@ def text_hash128(offsets, data):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.text_hash_docs")
 def _text_hash_docs(offsets, data, out, i0, i1):
     for i in range(i0, i1):
         out[i, 0] = xxh64(data, offsets[i], offsets[i + 1], U64(0))
@@ -345,7 +346,7 @@ def codepoint_lengths(offsets, data):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.codepoint_docs")
 def _codepoint_docs(offsets, data, out, i0, i1):
     for i in range(i0, i1):
         out[i] = codepoint_count(data, offsets[i], offsets[i + 1])
@@ -360,7 +361,7 @@ def has_shingles(offsets, data, word_mode):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.has_shingle_docs")
 def _has_shingle_docs(offsets, data, word_mode, out, i0, i1):
     for i in range(i0, i1):
         out[i] = has_shingle(data, offsets[i], offsets[i + 1], word_mode)
@@ -381,7 +382,7 @@ def fold_spaces(offsets, data):
     return new_off, out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_text.fold_docs")
 def _fold_docs(offsets, data, out, where, write, i0, i1):
     """Documents ``i0..i1-1`` with their whitespace folded: their lengths
     into ``where`` (``write`` false), or their bytes into ``out`` from
@@ -461,3 +462,4 @@ def _rows_of(keys, first, shift, queries, out, t0, t1):
                 e = mid
         if a < first[b + 1] and keys[a] == q:
             out[t] = a
+

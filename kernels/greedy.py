@@ -34,7 +34,8 @@ small sorted array of the pairs scored since.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import U64, fmix64
 from .primitives import find_sorted, smaller

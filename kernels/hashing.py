@@ -39,7 +39,8 @@ Definitions (these are the contract the tests pin down):
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 U64 = np.uint64
 

@@ -15,7 +15,8 @@ hashes are those of :mod:`kernels.hashing`. Sorting, for the CPU only, is in
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import (PRIME64_5, U64, band_key_start, band_key_step, permute, xxh64,
                       xxh_avalanche, xxh_tail1, xxh_tail4, xxh_tail8)

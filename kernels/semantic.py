@@ -16,7 +16,8 @@ that sums the rows of each cluster.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .threads import for_range
 

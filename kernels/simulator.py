@@ -21,6 +21,8 @@ import numpy as np
 from numba import cuda
 from numba.core.dispatcher import Dispatcher
 
+from .jit import Kernel
+
 #: True when Numba's CUDA simulator stands in for the GPU.
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
 
@@ -80,14 +82,15 @@ def _python_globals(module_globals: dict) -> dict:
         out = dict(module_globals)
         _PY_GLOBALS[key] = out
         for name, value in module_globals.items():
-            if isinstance(value, Dispatcher):
+            if isinstance(value, (Dispatcher, Kernel)):
                 out[name] = python_twin(value)
     return out
 
 
 def python_twin(disp):
     """The plain Python function with the code object of the ``@njit``
-    function ``disp``, calling the twins of the ``@njit`` functions it calls."""
+    function ``disp`` (a :class:`kernels.jit.Kernel` or a Numba dispatcher),
+    calling the twins of the ``@njit`` functions it calls."""
     f = _PY_FUNCS.get(id(disp))
     if f is None:
         py = disp.py_func
@@ -105,7 +108,7 @@ def shared(disp):
     overflow (NumPy scalars wrap, and would otherwise warn).
     """
     if not SIMULATOR:
-        return disp
+        return disp.compiled if isinstance(disp, Kernel) else disp
     f = python_twin(disp)
 
     @functools.wraps(f)

@@ -5,12 +5,13 @@ values in place, and copying runs from one array into another. The loops of
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import U64
 
 
-@njit(cache=True)
+@njit(cache=True, stand_in="vector_sort.sort_inplace")
 def sort_inplace(x, n):
     """Sort ``x[:n]`` in place (CPU only): insertion sort for short runs;
     longer ones are spread over about ``n`` slots of their range of values
@@ -102,7 +103,7 @@ def _insertion_sort(x, a, e):
         x[j + 1] = v
 
 
-@njit(cache=True)
+@njit(cache=True, stand_in="vector_sort.sorted_unique")
 def sorted_unique(x, m):
     """Sort ``x[:m]`` in place and drop repeats; returns the new length
     (CPU only)."""
@@ -115,7 +116,7 @@ def sorted_unique(x, m):
     return k
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_sort.gather_runs")
 def gather_runs(src, start, out_off, out, i0, i1):
     """``out[out_off[i]:out_off[i + 1]]`` = the same number of items of
     ``src`` from ``start[i]``, for ``i`` in ``i0..i1-1``."""

@@ -13,7 +13,8 @@ themselves are collision-free is checked over the run's vocabulary
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 from .hashing import U64, xxh64
 from .text import next_word, utf8_decode

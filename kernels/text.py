@@ -12,7 +12,8 @@ whitespace (:func:`is_space`, Python's ``str.split()``).
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from .jit import njit
 
 
 @njit(cache=True)

@@ -21,6 +21,8 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
 
+from .jit import interpreting
+
 #: Chunks per thread: enough for uneven iterations to even out.
 CHUNKS_PER_THREAD = 4
 
@@ -35,8 +37,22 @@ def threads() -> int:
     """How many threads a kernel runs on."""
     if _threads is not None:
         return _threads
-    from numba.core import config
-    return max(1, int(config.NUMBA_NUM_THREADS))
+    return _default_threads()
+
+
+def _default_threads() -> int:
+    """Numba's default (``NUMBA_NUM_THREADS``, else the CPUs this process may
+    run on), found without importing Numba."""
+    env = os.environ.get("NUMBA_NUM_THREADS", "").strip()
+    if env:
+        try:
+            return max(1, int(env))
+        except ValueError:
+            pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 def set_threads(n: int | None) -> None:
@@ -83,6 +99,9 @@ def for_range(kernel, n: int, *args, grain: int = 1) -> None:
     first error is raised here once every running chunk has ended."""
     n = int(n)
     if n <= 0:
+        return
+    if interpreting():                   # one thread: the mode is the thread's
+        kernel(*args, 0, n)
         return
     t = threads()
     grain = max(1, int(grain))

@@ -36,6 +36,19 @@ MIN_BUDGET = 256 << 20
 #: to spare (measured: about 26x on a million 57-byte documents, where the
 #: per-document arrays dominate; less on longer documents).
 MEMORY_PER_INPUT_BYTE = 40
+#: Inputs of at most this many bytes run the CPU kernels interpreted
+#: (:func:`gpu_dedup.kernels.jit.interpreted`): loading Numba and its cached
+#: kernels costs about half a second, more than such a run's kernels take
+#: interpreted (``bench/first_run.py`` measures both sides).
+INTERPRET_BYTES = 256 << 10
+
+
+def interpreted_kernels(input_bytes: int, executor, backend) -> bool:
+    """Whether a run runs its kernels interpreted: inputs of at most
+    :data:`INTERPRET_BYTES`, every task on this thread (the in-process
+    executor), on the CPU. The results are the same either way."""
+    return (int(input_bytes) <= INTERPRET_BYTES and executor.name == "none"
+            and getattr(backend, "name", "cpu") == "cpu")
 
 
 def _floor_pow2(x: int) -> int:

@@ -1,0 +1,170 @@
+"""How the CPU kernels run: compiled by Numba, or interpreted for a small run.
+
+Every kernel of this package is written once, as a Python function over
+arrays and integers, and decorated with :func:`njit`. The decorator returns a
+:class:`Kernel`: called, it runs Numba's compiled function, which it builds
+on first use (importing Numba then, not when the kernels are imported) with
+the same options and the same code, so that Numba's cache finds what an
+earlier run compiled. Inside compiled code a kernel calls the others as
+Numba dispatchers, as before.
+
+A run too small to pay for Numba (its import, its CPU target and the loading
+of each cached kernel take about half a second, more than everything else a
+run of a hundred documents does) runs its kernels interpreted instead, in
+:func:`interpreted`: each kernel's own Python function, run by the
+interpreter on NumPy arrays and scalars with wrap-around integer overflow,
+so the values are those of the compiled code (NumPy's ``uint64`` wraps as
+the machine's does). The few kernels that touch every byte or every pair
+are too slow that way; each of them names a whole-array NumPy function
+with the same arguments and the same results
+(``@njit(..., stand_in="vector_text.oph_blocks")``, a function of a module
+of this package, found on first use: :attr:`Kernel.vector`; the tests
+compare each with the compiled kernel bit for bit). Interpreted or
+compiled, a kernel's results are the same.
+
+The mode is the calling thread's: the kernels' thread pool
+(:func:`kernels.threads.for_range`) runs an interpreted kernel on the
+calling thread alone.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import threading
+import types
+
+import numpy as np
+
+_local = threading.local()
+_build_lock = threading.RLock()
+
+
+def interpreting() -> bool:
+    """Whether kernels called on this thread run interpreted."""
+    return getattr(_local, "on", False)
+
+
+class interpreted:
+    """Run the kernels called on this thread interpreted, within the
+    ``with`` block (nested blocks are fine). ``active=False`` makes it a
+    block that changes nothing."""
+
+    def __init__(self, active: bool = True):
+        self.active = bool(active)
+        self._before = None
+        self._errstate = None
+
+    def __enter__(self):
+        self.active = self.active and not getattr(_local, "compile", False)
+        if self.active:
+            self._before = interpreting()
+            _local.on = True
+            self._errstate = np.errstate(over="ignore")
+            self._errstate.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            self._errstate.__exit__(*exc)
+            _local.on = self._before
+        return False
+
+
+class compiling:
+    """Within the ``with`` block, :func:`interpreted` blocks on this thread
+    change nothing: the kernels run compiled (to fill Numba's cache, or to
+    compare the two ways)."""
+
+    def __enter__(self):
+        self._before = getattr(_local, "compile", False)
+        _local.compile = True
+        return self
+
+    def __exit__(self, *exc):
+        _local.compile = self._before
+        return False
+
+
+class Kernel:
+    """A kernel: its Python function, compiled by Numba on first use.
+
+    Attributes:
+        py_func: the Python function (the code Numba compiles).
+        options: Numba's options (``cache``, ``nogil``).
+        stand_in: ``"module.function"`` of this package: a whole-array NumPy
+            function with the same arguments and results, run instead of
+            ``py_func`` when interpreted (None: the function itself runs).
+        vector: that function, once found.
+    """
+
+    def __init__(self, py_func, options: dict, stand_in: str | None = None):
+        self.py_func = py_func
+        self.options = dict(options)
+        self.stand_in = stand_in
+        self.vector = None
+        self._compiled = None
+        functools.update_wrapper(self, py_func)
+
+    def __call__(self, *args):
+        if getattr(_local, "on", False):
+            return (self.vector or self._interpreted())(*args)
+        return (self._compiled or self.compiled)(*args)
+
+    def _interpreted(self):
+        """What runs when interpreted: the stand-in, else the function."""
+        if self.stand_in is None:
+            return self.py_func
+        module, name = self.stand_in.rsplit(".", 1)
+        package = self.py_func.__module__.rsplit(".", 1)[0]
+        self.vector = getattr(importlib.import_module(f"{package}.{module}"), name)
+        return self.vector
+
+    @property
+    def compiled(self):
+        """Numba's dispatcher of this kernel, built (not yet compiled) on the
+        first call: the same code, whose calls to other kernels are calls
+        to their dispatchers."""
+        if self._compiled is None:
+            with _build_lock:
+                py = self.py_func
+                g = _compiled_globals(py.__globals__)      # may build this one too
+                if self._compiled is None:
+                    from numba import njit as numba_njit
+                    f = types.FunctionType(py.__code__, g, py.__name__, py.__defaults__,
+                                           py.__closure__)
+                    f.__qualname__ = py.__qualname__
+                    f.__doc__ = py.__doc__
+                    self._compiled = numba_njit(**self.options)(f)
+        return self._compiled
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
+
+
+_COMPILED_GLOBALS: dict = {}
+
+
+def _compiled_globals(module_globals: dict) -> dict:
+    """A copy of a kernel module's globals in which every :class:`Kernel` is
+    its Numba dispatcher (what compiled code calls), made once a module."""
+    key = id(module_globals)
+    out = _COMPILED_GLOBALS.get(key)
+    if out is None:
+        out = _COMPILED_GLOBALS[key] = dict(module_globals)   # before the kernels: they
+        for name, value in module_globals.items():            # build theirs with it
+            if isinstance(value, Kernel):
+                out[name] = value.compiled
+    return out
+
+
+def njit(*args, **options):
+    """``numba.njit`` for this package's kernels, without importing Numba:
+    ``@njit`` or ``@njit(cache=True, nogil=True)`` make a :class:`Kernel`;
+    ``stand_in`` names the kernel's whole-array NumPy stand-in (see
+    :class:`Kernel`)."""
+    if args and callable(args[0]) and not options:
+        return Kernel(args[0], {})
+    if args:
+        raise TypeError("njit takes only keyword options")
+    stand_in = options.pop("stand_in", None)
+    return lambda f: Kernel(f, options, stand_in)

@@ -1,0 +1,558 @@
+"""Whole-array NumPy twins of the text kernels of :mod:`kernels.cpu`.
+
+Each kernel at the end of this module takes the arguments of the CPU kernel
+of the same name (``oph_blocks`` for ``cpu._oph_blocks``, ...) and writes
+the same values into its output arrays, bit for bit, without Numba: every step runs
+across all the documents of a call at once, on ``uint64`` arrays whose
+multiplication wraps around as XXH64 and the mixers need.
+
+The documents' bytes are gathered into one buffer. Their code points are the
+steps of :func:`kernels.text.utf8_decode` from each document's start: where
+the bytes are valid UTF-8 these are the bytes that are not continuation
+bytes; a document whose bytes are not is walked exactly by a prefix scan of
+the decoder's state (the bytes left in the current code point). A
+character shingle is then a window of the buffer between two code point
+starts; a word shingle a window of the documents' folded text (their words
+joined by one space, :func:`kernels.text.fold_spaces_doc`), where its words
+lie joined just as :func:`kernels.primitives.doc_shingle_hashes` hashes
+them. All windows are hashed together by :func:`xxh64_windows`.
+
+The constants are those of the compiled kernels' modules (importing them
+loads no Numba: :mod:`kernels.jit`).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import xxhash
+
+from .cpu import BLOCK, FIRST_PROBES
+from .hashing import (GOLDEN, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64)
+from .primitives import BOUND_BINS, BOUND_WORDS
+from .vector_misc import fmix64 as _fmix64
+
+_M32 = U64(0xFFFFFFFF)
+_M8 = U64(0xFF)
+
+#: Zero bytes after a gathered buffer: an 8-byte read from any position up
+#: to 32 past its end stays inside.
+_PAD = 40
+#: Bytes (and documents) of text handled at once; longer calls go in pieces.
+_CHUNK_BYTES = 1 << 18
+_CHUNK_DOCS = 8192
+
+
+# -- XXH64 ------------------------------------------------------------------------
+
+def _rotl(x, r):
+    return (x << U64(r)) | (x >> U64(64 - r))
+
+
+def _round(acc, lane):
+    return _rotl(acc + lane * PRIME64_2, 31) * PRIME64_1
+
+
+def _merge(h, v):
+    return (h ^ _round(U64(0), v)) * PRIME64_1 + PRIME64_4
+
+
+def _where(mask, new, old):
+    """``np.where(mask, new, old)``, the arrays themselves where ``mask`` is
+    all true or all false."""
+    if mask.all():
+        return new
+    if not mask.any():
+        return old
+    return np.where(mask, new, old)
+
+
+def _lanes(buf, size):
+    """Every 8 bytes of ``buf`` from each of its first ``size`` positions, as
+    a little-endian ``uint64`` (a view: ``buf`` must hold ``size + 7``)."""
+    return np.ndarray((size,), "<u8", buffer=buf, strides=(1,))
+
+
+def xxh64_windows(buf, size, start, length, seed=0):
+    """XXH64 (``kernels.hashing.xxh64``) of every window ``buf[start[i]:
+    start[i] + length[i]]`` of the first ``size`` bytes of ``buf``, which
+    must be followed by :data:`_PAD` more (zero) bytes. Each step of the hash
+    runs across every window at once: the 32-byte stripes, then the 8-byte,
+    4-byte and 1-byte steps of the tail, each on the windows that have it."""
+    with np.errstate(over="ignore"):
+        w = _lanes(buf, size + 32)
+        seed = U64(seed)
+        start = np.asarray(start, np.int64)
+        length = np.asarray(length, np.int64)
+        stripes = length >> 5
+        h = np.full(start.shape[0], seed + PRIME64_5, np.uint64)
+        top = int(stripes.max()) if stripes.shape[0] else 0
+        if top:
+            big = np.flatnonzero(stripes)
+            s0 = start[big]
+            ns = stripes[big]
+            v = [np.full(big.shape[0], x, np.uint64)
+                 for x in (seed + PRIME64_1 + PRIME64_2, seed + PRIME64_2, seed,
+                           seed - PRIME64_1)]
+            for s in range(top):
+                live = ns > s
+                pos = np.minimum(s0 + 32 * s, size)
+                for j in range(4):
+                    v[j] = _where(live, _round(v[j], w[pos + 8 * j]), v[j])
+            g = _rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)
+            for j in range(4):
+                g = _merge(g, v[j])
+            h[big] = g
+        h += length.astype(np.uint64)
+        p = start + (stripes << 5)
+        rest = length & 31
+        eights = rest >> 3
+        for j in range(int(eights.max()) if eights.shape[0] else 0):
+            lane = w[p + 8 * j]
+            h = _where(eights > j, _rotl(h ^ _round(U64(0), lane), 27) * PRIME64_1 + PRIME64_4, h)
+        p = p + (eights << 3)
+        four = (rest & 4) != 0
+        if four.any():
+            lane = w[p] & _M32
+            h = _where(four, _rotl(h ^ (lane * PRIME64_1), 23) * PRIME64_2 + PRIME64_3, h)
+            p = p + 4 * four.astype(np.int64)
+        ones = rest & 3
+        for j in range(int(ones.max()) if ones.shape[0] else 0):
+            lane = w[p + j] & _M8
+            h = _where(ones > j, _rotl(h ^ (lane * PRIME64_5), 11) * PRIME64_1, h)
+        h = (h ^ (h >> U64(33))) * PRIME64_2
+        h = (h ^ (h >> U64(29))) * PRIME64_3
+        return h ^ (h >> U64(32))
+
+
+# -- documents and their code points ----------------------------------------------
+
+def _ranges(start, length):
+    """``concatenate([arange(s, s + n) for s, n in zip(start, length)])``."""
+    total = int(length.sum())
+    first = np.cumsum(length) - length
+    return np.arange(total, dtype=np.int64) + np.repeat(start - first, length)
+
+
+def _gather(offsets, data, docs):
+    """The bytes of the documents ``docs``, one after another, followed by
+    :data:`_PAD` zero bytes, and where each starts (``len(docs) + 1``)."""
+    starts = offsets[docs]
+    lengths = offsets[docs + 1] - starts
+    off = np.zeros(docs.shape[0] + 1, np.int64)
+    np.cumsum(lengths, out=off[1:])
+    size = int(off[-1])
+    buf = np.zeros(size + _PAD, np.uint8)
+    if docs.shape[0] and (docs.shape[0] == 1 or (np.diff(docs) == 1).all()):
+        s = int(starts[0])
+        buf[:size] = data[s:s + size]
+    else:
+        buf[:size] = data[_ranges(starts, lengths)]
+    return buf, off
+
+
+@functools.cache
+def _compose_table():
+    """Composition of maps of the decoder's states ``0..3``, each map coded
+    as four 2-bit images: ``table[f * 256 + g]`` codes ``x -> f(g(x))``."""
+    image = (np.arange(256)[:, None] >> (2 * np.arange(4))) & 3        # image[f, x]
+    both = image[np.arange(256)[:, None, None], image[None, :, :]]     # f(g(x))
+    return (both << (2 * np.arange(4))).sum(axis=-1).astype(np.uint8).ravel()
+
+
+def _walked_starts(step, off):
+    """Whether each byte starts a code point when each document (bounds
+    ``off``, none empty) is walked from its start by ``step`` bytes at a
+    time: the state entering a byte (bytes left of the current code point,
+    0 at a start) by a prefix scan of the maps from each byte's state to the
+    next, composed in ``log2`` rounds."""
+    size = step.shape[0]
+    # the map of a byte: 0 -> step - 1, r -> r - 1; the byte before a
+    # document maps every state to 0
+    f = ((step.astype(np.uint8) - 1) | np.uint8(0 << 2 | 1 << 4 | 2 << 6)).astype(np.uint16)
+    f[off[1:-1] - 1] = 0
+    table = _compose_table()
+    d = 1
+    while d < size:
+        f[d:] = table[(f[d:] << 8) | f[:-d]]
+        d *= 2
+    out = np.empty(size, bool)
+    out[0] = True
+    out[1:] = (f[:-1] & 3) == 0
+    return out
+
+
+class _Text:
+    """The documents ``docs`` of ``(offsets, data)`` gathered into one
+    buffer, with their code points as :func:`kernels.text.utf8_decode`
+    steps through them.
+
+    Attributes: ``buf`` (the bytes and padding), ``off`` (where each
+    document starts, ``D + 1``), ``size`` (bytes), ``docs`` (``D``),
+    ``starts`` (the byte of each code point, in order), ``step`` (its
+    bytes), ``first`` (the index of each document's first code point,
+    ``D + 1``).
+    """
+
+    def __init__(self, offsets, data, docs):
+        self.buf, self.off = _gather(offsets, data, docs)
+        self.size = size = int(self.off[-1])
+        self.docs = docs.shape[0]
+        b = self.buf[:size]
+        lengths = np.diff(self.off)
+        # utf8_decode's step: 2, 3 or 4 bytes by the lead byte, no more than
+        # the document has left
+        step = (1 + (b >= 0xC0).view(np.uint8) + (b >= 0xE0).view(np.uint8)
+                + (b >= 0xF0).view(np.uint8))
+        for k in (1, 2, 3):
+            at = self.off[1:][lengths >= k] - k
+            step[at] = np.minimum(step[at], k)
+        head = (b & 0xC0) != 0x80
+        head[self.off[:-1][lengths > 0]] = True
+        starts = np.flatnonzero(head)
+        after = np.empty_like(starts)
+        after[:-1] = starts[1:]
+        after[-1:] = size
+        wrong = starts + step[starts] != after
+        if wrong.any():
+            # some bytes are not UTF-8: those documents walked exactly
+            bad = np.unique(np.searchsorted(self.off, starts[wrong], side="right") - 1)
+            sub = _ranges(self.off[bad], lengths[bad])
+            sub_off = np.zeros(bad.shape[0] + 1, np.int64)
+            np.cumsum(lengths[bad], out=sub_off[1:])
+            head[sub] = _walked_starts(step[sub], sub_off)
+            starts = np.flatnonzero(head)
+        self.starts = starts
+        self.step = step[starts].astype(np.int64)
+        self.first = np.searchsorted(starts, self.off)
+
+    def code_points(self):
+        """The value of each code point (``utf8_decode``'s, by its step)."""
+        b = self.buf
+        c = b[self.starts].astype(np.int64)
+        long = np.flatnonzero(self.step > 1)
+        if long.shape[0]:
+            s = self.starts[long]
+            k = self.step[long]
+            c0 = c[long]
+            c1 = b[s + 1].astype(np.int64) & 0x3F
+            c2 = b[s + 2].astype(np.int64) & 0x3F
+            c3 = b[s + 3].astype(np.int64) & 0x3F
+            c[long] = np.select([k == 4, k == 3],
+                                [((c0 & 0x07) << 18) | (c1 << 12) | (c2 << 6) | c3,
+                                 ((c0 & 0x0F) << 12) | (c1 << 6) | c2],
+                                ((c0 & 0x1F) << 6) | c1)
+        return c
+
+    def words(self):
+        """The words (maximal runs of code points that are not whitespace,
+        :func:`kernels.text.next_word`): ``(lo, hi, count)``, the byte bounds
+        of each word in order and the number of words of each document."""
+        space = _space_mask(self.code_points())
+        m = space.shape[0]
+        edge = np.zeros(m + 1, bool)                 # a document starts or ends
+        edge[self.first] = True
+        word = ~space
+        open_ = word.copy()
+        open_[1:] &= space[:-1] | edge[1:m]
+        close = word.copy()
+        close[:-1] &= space[1:] | edge[1:m]
+        lo = self.starts[open_]
+        hi_cp = np.flatnonzero(close)
+        hi = self.starts[hi_cp] + self.step[hi_cp]
+        opened = np.zeros(m + 1, np.int64)
+        np.cumsum(open_, out=opened[1:])
+        count = np.diff(opened[self.first])
+        return lo, hi, count
+
+
+def _space_mask(c):
+    """``str.isspace`` of each code point (``kernels.text.is_space``)."""
+    low = (c == 0x20) | ((c >= 0x09) & (c <= 0x0D)) | ((c >= 0x1C) & (c <= 0x1F))
+    high = ((c == 0x85) | (c == 0xA0) | (c == 0x1680) | ((c >= 0x2000) & (c <= 0x200A))
+            | (c == 0x2028) | (c == 0x2029) | (c == 0x202F) | (c == 0x205F) | (c == 0x3000))
+    return low | high
+
+
+def _folded(text):
+    """The documents of ``text`` with their whitespace folded
+    (:func:`kernels.text.fold_spaces_doc`): ``(buf, off, lo, hi, count)``,
+    the folded bytes followed by :data:`_PAD` zeros, where each document
+    starts, the bounds of each word in them and each document's number of
+    words."""
+    lo, hi, count = text.words()
+    width = hi - lo
+    wdoc = np.repeat(np.arange(text.docs), count)
+    run = np.cumsum(width + 1) - (width + 1)                 # before each word
+    first = np.cumsum(count) - count
+    lengths = np.zeros(text.docs, np.int64)
+    has = count > 0
+    last = (first + count - 1)[has]
+    lengths[has] = run[last] + width[last] - run[first[has]]
+    off = np.zeros(text.docs + 1, np.int64)
+    np.cumsum(lengths, out=off[1:])
+    flo = off[wdoc] + run - run[first[wdoc]] if wdoc.shape[0] else np.zeros(0, np.int64)
+    size = int(off[-1])
+    out = np.zeros(size + _PAD, np.uint8)
+    out[:size] = 32
+    src = _ranges(lo, width)
+    out[_ranges(flo, width)] = text.buf[src]
+    return out, off, flo, flo + width, count
+
+
+# -- shingles ---------------------------------------------------------------------
+
+def _windows(count):
+    """The document of each shingle of documents with ``count`` shingles,
+    and its index in it."""
+    doc = np.repeat(np.arange(count.shape[0]), count)
+    i = np.arange(doc.shape[0], dtype=np.int64) - np.repeat(np.cumsum(count) - count, count)
+    return doc, i
+
+
+def shingle_hashes(offsets, data, docs, word_mode, n):
+    """The base hashes of the shingles of the documents ``docs``
+    (:func:`kernels.primitives.doc_shingle_hashes`), all together:
+    ``(hashes, doc, count)``, the hashes in order, the index into ``docs``
+    of each and the number of each document."""
+    text = _Text(offsets, data, np.asarray(docs, np.int64))
+    if word_mode:
+        buf, off, lo, hi, words = _folded(text)
+        g = np.minimum(n, words)
+        count = np.where(words > 0, words - g + 1, 0)
+        doc, i = _windows(count)
+        w = (np.cumsum(words) - words)[doc] + i
+        a = lo[w]
+        b = hi[w + g[doc] - 1]
+        return xxh64_windows(buf, int(off[-1]), a, b - a), doc, count
+    cps = np.diff(text.first)
+    # each document's code point starts and its end, one after another
+    bounds = np.insert(text.starts, text.first[1:], text.off[1:])
+    base = text.first[:-1] + np.arange(text.docs)
+    g = np.minimum(n, cps)
+    count = np.where(cps > 0, cps - g + 1, 0)
+    doc, i = _windows(count)
+    at = base[doc] + i
+    a = bounds[at]
+    b = bounds[at + g[doc]]
+    return xxh64_windows(text.buf, text.size, a, b - a), doc, count
+
+
+def _pieces(offsets, docs, lo, hi):
+    """``docs[lo:hi]`` in consecutive pieces of about :data:`_CHUNK_BYTES`
+    bytes and at most :data:`_CHUNK_DOCS` documents: ``(t0, t1)`` each."""
+    if hi <= lo:
+        return
+    sizes = offsets[docs[lo:hi] + 1] - offsets[docs[lo:hi]] + 1
+    ends = np.cumsum(sizes)
+    t = lo
+    while t < hi:
+        before = ends[t - lo - 1] if t > lo else 0
+        u = int(np.searchsorted(ends, before + _CHUNK_BYTES, side="right")) + lo
+        u = min(max(u, t + 1), t + _CHUNK_DOCS, hi)
+        yield t, u
+        t = u
+
+
+def _block_range(docs, b0, b1):
+    """The rows of ``docs`` in blocks ``b0..b1-1``: ``(lo, hi)``."""
+    return b0 * BLOCK, min(docs.shape[0], b1 * BLOCK)
+
+
+def _sorted_sets(hashes, doc, docs):
+    """The distinct hashes of each of ``docs`` documents, sorted:
+    ``(values, doc)``. Sorted by one key, the document above a hash's top
+    bits, then by the whole hash only where that leaves hashes out of order
+    (two of a document equal in their top bits)."""
+    if hashes.shape[0] == 0:
+        return hashes, doc
+    bits = max(int(docs - 1).bit_length(), 1)
+    key = (doc.astype(np.uint64) << U64(64 - bits)) | (hashes >> U64(bits))
+    order = np.argsort(key)
+    h = hashes[order]
+    d = doc[order]
+    if (h[1:] < h[:-1])[d[1:] == d[:-1]].any():
+        order = np.lexsort((hashes, doc))
+        h = hashes[order]
+        d = doc[order]
+    new = np.ones(h.shape[0], bool)
+    new[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+    return h[new], d[new]
+
+
+# -- the kernels ------------------------------------------------------------------
+
+def oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, b0, b1):
+    """``kernels.cpu._oph_blocks``: the one-permutation sketches of the
+    documents of blocks ``b0..b1-1`` of ``docs`` into ``out``, their numbers
+    of shingles into ``counts``."""
+    lo, hi = _block_range(docs, b0, b1)
+    for t0, t1 in _pieces(offsets, docs, lo, hi):
+        hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
+        counts[t0:t1] = count
+        out[t0:t1] = _sketches(hashes, doc, count, p, q, shift, out.shape[1], probes)
+
+
+def _sketches(hashes, doc, count, p, q, shift, K, probes):
+    """The sketches (``D x K`` uint64, ``~0 >> shift`` for a document
+    without shingles) of documents with ``count`` shingles each, whose base
+    hashes are ``hashes`` (of document ``doc``)."""
+    D = count.shape[0]
+    top = ~U64(0) >> U64(shift)
+    rows = np.full((D, K), top, np.uint64)
+    with np.errstate(over="ignore"):
+        y = _fmix64(hashes ^ U64(p))
+        k = (((y >> U64(32)) * U64(K)) >> U64(32)).astype(np.int64)
+        at = doc * K + k
+        np.minimum.at(rows.reshape(-1), at, y >> U64(shift))
+        filled = np.zeros((D, K), bool)
+        filled.reshape(-1)[at] = True
+        some = np.flatnonzero(count > 0)
+        if some.shape[0]:
+            rows[some] = np.take_along_axis(rows[some], _sources(filled[some], q, probes), axis=1)
+    return rows
+
+
+def _sources(filled, q, probes):
+    """The bin each bin of each row takes its value from (``kernels.cpu.
+    _densify`` and ``kernels.hashing.oph_source``): itself when filled,
+    else the first filled one of its first probes, else of its later
+    probes, else the next filled one to its right."""
+    D, K = filled.shape
+    bins = np.arange(K)
+    src = np.full((D, K), -1, np.int64)
+    for t in range(FIRST_PROBES - 1, -1, -1):
+        c = probes[:, t].astype(np.int64)
+        src = np.where(filled[:, c], c, src)
+    src = np.where(filled, bins, src)
+    r, k = np.nonzero(src < 0)
+    if r.shape[0]:
+        # a row with one filled bin gives it to every bin
+        nfilled = filled.sum(axis=1)
+        alone = nfilled[r] == 1
+        if alone.any():
+            src[r[alone], k[alone]] = np.argmax(filled[r[alone]], axis=1)
+            r, k = r[~alone], k[~alone]
+        src[r, k] = _probe_on(filled, q, probes, r, k)
+    return src
+
+
+def _probe_on(filled, q, probes, r, k):
+    """``kernels.hashing.oph_source`` of bin ``k[i]`` of row ``r[i]`` from
+    probe :data:`FIRST_PROBES` on: batches of probes (from the table
+    ``probes``, then computed), each on the bins still without a source."""
+    K = filled.shape[1]
+    T = probes.shape[1]
+    found = np.full(r.shape[0], -1, np.int64)
+    flat = filled.reshape(-1)
+    live = np.arange(r.shape[0])
+    t = FIRST_PROBES
+    batch = 8
+    base = None
+    while live.shape[0] and t < 8 * K:
+        u = min(t + batch, 8 * K, T if t < T else 8 * K)
+        if u <= T:
+            cand = probes[k[live], t:u].astype(np.int64)
+        else:
+            if base is None:
+                with np.errstate(over="ignore"):
+                    base = _fmix64(U64(q) ^ np.arange(K, dtype=np.uint64))
+            if live.shape[0] > K:                    # every bin's, then each pair's
+                cand = _probes(base, np.arange(t, u), K)[k[live]]
+            else:
+                cand = _probes(base[k[live]], np.arange(t, u), K)
+        hit = flat[(r[live] * K)[:, None] + cand]
+        got = hit.any(axis=1)
+        found[live[got]] = cand[got, np.argmax(hit[got], axis=1)]
+        live = live[~got]
+        t = u
+        batch = max(8, min(batch * 2, 1024, (1 << 22) // max(live.shape[0], 1)))
+    if live.shape[0]:
+        # the next filled bin to the right, cyclically
+        rows = filled[r[live]]
+        twice = np.concatenate([rows, rows], axis=1)
+        pos = np.where(twice, np.arange(2 * K), 2 * K)
+        nxt = np.minimum.accumulate(pos[:, ::-1], axis=1)[:, ::-1]
+        found[live] = nxt[np.arange(live.shape[0]), k[live]] % K
+    return found
+
+
+def _probes(base, t, K):
+    """Probes ``t`` (``kernels.hashing.oph_probe``) of bins whose
+    ``fmix64(q ^ k)`` is ``base``: one row per bin."""
+    with np.errstate(over="ignore"):
+        y = _fmix64(base[:, None] + t.astype(np.uint64)[None, :] * GOLDEN)
+        return (((y >> U64(32)) * U64(K)) >> U64(32)).astype(np.int64)
+
+
+def shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b0, b1):
+    """``kernels.cpu._shingle_set_blocks``: the sorted distinct base hashes
+    of each document ``t`` of blocks ``b0..b1-1`` at ``raw[raw_off[t]:]``,
+    their number in ``uniq[t]``."""
+    lo, hi = _block_range(docs, b0, b1)
+    for t0, t1 in _pieces(offsets, docs, lo, hi):
+        hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
+        values, vdoc = _sorted_sets(hashes, doc, t1 - t0)
+        number = np.bincount(vdoc, minlength=t1 - t0)
+        rank = np.arange(values.shape[0]) - np.repeat(np.cumsum(number) - number, number)
+        raw[raw_off[t0:t1][vdoc] + rank] = values
+        uniq[t0:t1] = number
+
+
+def set_bound_blocks(offsets, data, docs, word_mode, n, out, b0, b1):
+    """``kernels.cpu._set_bound_blocks``: the bound rows
+    (``kernels.primitives.bound_row``) of the documents of blocks
+    ``b0..b1-1`` into ``out``."""
+    lo, hi = _block_range(docs, b0, b1)
+    for t0, t1 in _pieces(offsets, docs, lo, hi):
+        hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
+        values, vdoc = _sorted_sets(hashes, doc, t1 - t0)
+        D = t1 - t0
+        bins = (values >> U64(64 - 6)).astype(np.int64)
+        per_bin = np.bincount(vdoc * BOUND_BINS + bins, minlength=D * BOUND_BINS)
+        packed = np.minimum(per_bin, 255).astype(np.uint8).reshape(D, BOUND_BINS)
+        out[t0:t1, :BOUND_WORDS - 1] = packed.view("<u4")
+        out[t0:t1, BOUND_WORDS - 1] = np.bincount(vdoc, minlength=D)
+
+
+def text_hash_docs(offsets, data, out, i0, i1):
+    """``kernels.cpu._text_hash_docs``: XXH64 with seeds 0 and 1 of each of
+    the documents ``i0..i1-1``, into ``out[i]`` (the ``xxhash`` package's,
+    the same function)."""
+    view = memoryview(np.ascontiguousarray(data))
+    bounds = offsets[i0:i1 + 1].tolist()
+    for seed in (0, 1):
+        out[i0:i1, seed] = np.fromiter(
+            (xxhash.xxh64_intdigest(view[a:b], seed) for a, b in zip(bounds, bounds[1:])),
+            np.uint64, count=max(i1 - i0, 0))
+
+
+def fold_docs(offsets, data, out, where, write, i0, i1):
+    """``kernels.cpu._fold_docs``: documents ``i0..i1-1`` with their
+    whitespace folded: their lengths into ``where`` (``write`` false), or
+    their bytes into ``out`` from ``where[i]``."""
+    if i1 <= i0:
+        return
+    for t0, t1 in _pieces(offsets, np.arange(i0, i1), 0, i1 - i0):
+        text = _Text(offsets, data, np.arange(i0 + t0, i0 + t1))
+        buf, off, _, _, _ = _folded(text)
+        lengths = np.diff(off)
+        if write:
+            out[_ranges(where[i0 + t0:i0 + t1], lengths)] = buf[:off[-1]]
+        else:
+            where[i0 + t0:i0 + t1] = lengths
+
+
+def has_shingle_docs(offsets, data, word_mode, out, i0, i1):
+    """``kernels.cpu._has_shingle_docs``: whether each document ``i0..i1-1``
+    has a shingle (a code point; in word mode, a word)."""
+    if i1 <= i0:
+        return
+    if not word_mode:
+        out[i0:i1] = offsets[i0 + 1:i1 + 1] > offsets[i0:i1]
+        return
+    for t0, t1 in _pieces(offsets, np.arange(i0, i1), 0, i1 - i0):
+        text = _Text(offsets, data, np.arange(i0 + t0, i0 + t1))
+        space = _space_mask(text.code_points())
+        solid = np.concatenate([[0], np.cumsum(~space)])
+        out[i0 + t0:i0 + t1] = solid[text.first[1:]] > solid[text.first[:-1]]

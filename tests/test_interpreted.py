@@ -1,0 +1,238 @@
+"""Kernels interpreted for a small run give what the compiled kernels give.
+
+A run of little text runs its kernels interpreted (``kernels.jit``): each
+kernel's own Python code, or its whole-array NumPy stand-in. Whole runs are
+compared byte for byte with the same runs compiled, over real and generated
+text and several options; the stand-ins of ``kernels.sorting`` with the
+compiled kernels (those of ``kernels.vector_text`` and ``kernels.vector_misc``
+have their own tests).
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from gpu_dedup import Config
+from gpu_dedup.kernels import jit, sorting, threads
+from gpu_dedup.pipeline import run
+from realtext import paragraphs
+from test_staged import make_texts, output_bytes, write_inputs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _noisy(texts, seed):
+    """Near-copies of some texts: a word dropped, a word doubled."""
+    rng = np.random.default_rng(seed)
+    out = list(texts)
+    for t in texts[: len(texts) // 2]:
+        w = t.split()
+        if len(w) > 4:
+            i = int(rng.integers(len(w)))
+            out.append(" ".join(w[:i] + w[i + 1:]) if rng.random() < 0.5
+                       else " ".join(w[:i] + [w[i]] + w[i:]))
+    return out
+
+
+CORPORA = {
+    "generated": lambda: make_texts(120),
+    "real paragraphs": lambda: _noisy([p for p in paragraphs()[:600] if len(p) < 1500][:100], 1),
+    "unicode": lambda: _noisy([f"Ünïcödé {i % 9} ß 日本語のテキスト — “quoted” {i % 4}\u00a0tail"
+                               for i in range(60)], 2),
+}
+
+OPTIONS = {
+    "defaults": Config(),
+    "classic sketch, keep longest": Config(sketch="minhash", keep="longest"),
+    "word shingles": Config(shingle="word", ngram=3, threshold=0.6),
+    "no normalization, 64-bit": Config(normalize="none", signature_bits=64, threshold=0.7),
+}
+
+
+def _run(folder, paths, cfg, *, compiled: bool):
+    out = os.path.join(folder, "out")
+    if compiled:
+        with jit.compiling():
+            report = run(paths, out, cfg)
+    else:
+        report = run(paths, out, cfg)
+    return output_bytes(out), report
+
+
+@pytest.mark.parametrize("corpus", sorted(CORPORA))
+@pytest.mark.parametrize("option", sorted(OPTIONS))
+def test_interpreted_run_gives_the_compiled_bytes(tmp_path, corpus, option):
+    paths = write_inputs(str(tmp_path / "in"), CORPORA[corpus]())   # ids name the files
+    cfg = OPTIONS[option]
+    small, small_report = _run(str(tmp_path / "i"), paths, cfg, compiled=False)
+    ref, ref_report = _run(str(tmp_path / "c"), paths, cfg, compiled=True)
+    assert small_report["kernels"] == "interpreted"
+    assert ref_report["kernels"] == "compiled"
+    assert small == ref
+    assert small_report["documents"] == ref_report["documents"]
+
+
+def test_a_run_of_more_text_compiles(tmp_path):
+    from gpu_dedup.engine.plan import INTERPRET_BYTES
+    texts = []
+    while sum(len(t) for t in texts) <= INTERPRET_BYTES:
+        texts += make_texts(400, seed=len(texts))
+    _, report = _run(str(tmp_path), write_inputs(str(tmp_path / "in"), texts), Config(),
+                     compiled=False)
+    assert report["kernels"] == "compiled"
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+@pytest.mark.parametrize("n", [0, 1, 5, 33, 500])
+def test_sorting_stand_ins_match_the_compiled_kernels(dtype, n):
+    rng = np.random.default_rng(n)
+    x = rng.integers(0, max(n // 2, 1), size=n + 3).astype(dtype)
+    for m in {0, n // 2, n}:
+        a, b = x.copy(), x.copy()
+        with jit.interpreted():
+            ka = sorting.sorted_unique(a, m)
+        kb = sorting.sorted_unique.compiled(b, m)
+        assert ka == kb and np.array_equal(a[:ka], b[:kb]) and np.array_equal(a[m:], b[m:])
+        a, b = x.copy(), x.copy()
+        with jit.interpreted():
+            sorting.sort_inplace(a, m)
+        sorting.sort_inplace.compiled(b, m)
+        assert np.array_equal(a, b)
+    sizes = rng.integers(0, 4, size=9)
+    off = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    start = rng.integers(0, 3, size=9).astype(np.int64)
+    src = rng.integers(0, 1000, size=20).astype(dtype)
+    a = np.full(int(off[-1]), 7, dtype)
+    b = a.copy()
+    with jit.interpreted():
+        sorting.gather_runs(src, start, off, a, 2, 7)
+    sorting.gather_runs.compiled(src, start, off, b, 2, 7)
+    assert np.array_equal(a, b)
+
+
+def test_the_mode_is_the_threads_and_for_range_runs_on_it_alone():
+    import threading
+    seen = []
+
+    def kernel(lo, hi):
+        seen.append((threading.get_ident(), lo, hi))
+
+    threads.set_threads(4)
+    try:
+        with jit.interpreted():
+            assert jit.interpreting()
+            threads.for_range(kernel, 10_000, grain=1)
+            other = []
+            t = threading.Thread(target=lambda: other.append(jit.interpreting()))
+            t.start()
+            t.join()
+        assert not jit.interpreting() and other == [False]
+        assert seen == [(threading.get_ident(), 0, 10_000)]
+        with jit.compiling(), jit.interpreted():
+            assert not jit.interpreting()
+    finally:
+        threads.set_threads(None)
+
+
+def test_a_kernel_compiles_with_its_callees_as_dispatchers():
+    from numba.core.dispatcher import Dispatcher
+
+    from gpu_dedup.kernels import cpu, hashing
+    d = cpu._text_hash_docs.compiled
+    assert isinstance(d, Dispatcher) and d is cpu._text_hash_docs.compiled
+    assert d.py_func.__code__ is cpu._text_hash_docs.py_func.__code__
+    assert d.py_func.__globals__["xxh64"] is hashing.xxh64.compiled
+    assert cpu._text_hash_docs.__doc__ == cpu._text_hash_docs.py_func.__doc__
+
+
+def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path):
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"id": i, "text": f"document {i % 7} says hello world"})
+                           + "\n" for i in range(60)))
+    out = tmp_path / "out"
+    code = textwrap.dedent(f"""
+        import json, sys
+        from gpu_dedup.cli import main
+        try:
+            main(["run", {str(src)!r}, "--output", {str(out)!r}], standalone_mode=False)
+        except SystemExit as e:
+            assert not e.code, e.code
+        print(json.dumps([m in sys.modules for m in ("numba", "pandas")]))
+        import numba, pandas               # installed: the check above could fail
+        print(json.dumps([m in sys.modules for m in ("numba", "pandas")]))
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    before, after = (json.loads(x) for x in r.stdout.strip().splitlines()[-2:])
+    assert (before, after) == ([False, False], [True, True])
+    assert "compiling" not in r.stderr            # nothing is compiled: no notice
+    report = json.loads((out / "report.json").read_text())
+    assert report["kernels"] == "interpreted" and "numba" not in report["versions"]
+    import pyarrow.parquet as pq
+    clusters = pq.read_table(out / "clusters.parquet")
+    assert clusters.num_rows == 60 and clusters.column("kept").to_pylist().count(True) == 7
+
+
+@pytest.mark.parametrize("shift", [0, 32])
+@pytest.mark.parametrize("word_mode,n", [(False, 5), (False, 1), (True, 3)])
+def test_classic_minhash_stand_in_matches_the_compiled_kernel(shift, word_mode, n):
+    from gpu_dedup.kernels import cpu, vector_sketch
+    from gpu_dedup.stages.signatures import hash_params
+    texts = list(paragraphs()[:40]) + ["", "é", "日本語 テキスト", "a b", "x" * 3000]
+    raw = [t.encode() for t in texts] + [b"\xff\xfe bad \xc3"]
+    offsets = np.concatenate([[0], np.cumsum([len(r) for r in raw])]).astype(np.int64)
+    data = np.frombuffer(b"".join(raw), np.uint8)
+    docs = np.random.default_rng(n).permutation(len(raw))[:-3].astype(np.int64)
+    a, b = hash_params(37, 7)
+    dtype = np.uint64 if shift == 0 else np.uint32
+    want = np.full((docs.size, 37), 5, dtype)
+    got = want.copy()
+    wc = np.full(docs.size, -1, np.int64)
+    gc = wc.copy()
+    cpu._minhash_blocks.compiled(offsets, data, docs, word_mode, n, a, b, shift, want, wc, 0, 1)
+    old = vector_sketch.STEP_VALUES
+    vector_sketch.STEP_VALUES = 37 * 50              # several steps, one document alone
+    try:
+        vector_sketch.minhash_blocks(offsets, data, docs, word_mode, n, a, b, shift, got, gc,
+                                     0, 1)
+    finally:
+        vector_sketch.STEP_VALUES = old
+    assert np.array_equal(got, want) and np.array_equal(gc, wc)
+
+
+def test_the_library_call_over_texts_interprets_a_small_array(monkeypatch):
+    import gpu_dedup
+    from gpu_dedup import shell
+    seen = []
+
+    class spy(jit.interpreted):
+        def __enter__(self):
+            out = super().__enter__()
+            seen.append(self.active)
+            return out
+
+    monkeypatch.setattr(shell, "interpreted", spy)
+    texts = _noisy(list(paragraphs()[:60]), 3)
+    with jit.compiling():
+        want = gpu_dedup.deduplicate(texts)
+    got = gpu_dedup.deduplicate(texts)
+    assert seen == [False, True]
+    for name in ("kept", "duplicate_of", "cluster"):
+        assert np.array_equal(np.asarray(getattr(got, name)), np.asarray(getattr(want, name)))
+    assert int(np.asarray(got.kept).sum()) < len(texts)            # something was removed
+
+
+def test_only_the_dedup_command_interprets():
+    from gpu_dedup.pipeline import Dedup
+    from gpu_dedup.semantic.api import Semantic
+    from gpu_dedup.substr import Substr
+    assert Dedup.interpretable is True
+    assert not getattr(Substr, "interpretable", False)
+    assert not getattr(Semantic, "interpretable", False)

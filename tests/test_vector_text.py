@@ -1,0 +1,377 @@
+"""The whole-array NumPy text kernels (``kernels/vector_text.py``) against the
+Numba kernels of ``kernels/cpu.py``: the same output arrays, bit for bit, on
+text mixing ASCII, multi-byte UTF-8, malformed UTF-8, every kind of
+whitespace, empty, short and long documents."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+import xxhash
+
+from gpu_dedup.kernels import cpu, hashing
+from gpu_dedup.kernels import vector_text as vt
+from gpu_dedup.stages.signatures import hash_params
+
+SPACES = [chr(c) for c in range(0x3100) if chr(c).isspace()]
+WORDS = ["the", "cat", "sat", "on", "a", "mat", "x1", "élan", "naïve", "日本語",
+         "テキスト", "😀", "𝔘𝔫𝔦", "Ωmega", "ab", "z"]
+BROKEN = [b"\xff", b"\x80", b"\xbf", b"\xc3", b"\xe6\x97", b"\xf0\x9f\x98", b"\xf8",
+          b"\xc0\xaf", b"\xed\xa0\x80", b"\x85", b"\xa0", b"\xf0\xf0\xf0\xf0"]
+
+
+def _document(rng: random.Random, size: int) -> bytes:
+    out = []
+    while sum(map(len, out)) < size:
+        r = rng.random()
+        if r < 0.55:
+            out.append(rng.choice(WORDS).encode())
+        elif r < 0.9:
+            out.append(rng.choice(SPACES + [" "] * 20).encode())
+        else:
+            out.append(rng.choice(BROKEN))
+    return b"".join(out)
+
+
+def _corpus(seed: int, count: int) -> list[bytes]:
+    """Documents of every shape: empty, a few bytes, a few hundred, several
+    KB; some all whitespace, some all ASCII, some ending in a cut sequence."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(count):
+        kind = i % 10
+        if kind == 0:
+            docs.append(b"")
+        elif kind == 1:
+            docs.append(_document(rng, rng.randint(1, 6)))
+        elif kind == 2:
+            docs.append("".join(rng.choice(SPACES) for _ in range(rng.randint(1, 5))).encode())
+        elif kind == 3:
+            docs.append(" ".join(rng.choice(WORDS[:7]) for _ in range(rng.randint(1, 80))).encode())
+        elif kind == 4:
+            docs.append(_document(rng, rng.randint(2000, 6000)))
+        elif kind == 5:
+            docs.append(_document(rng, rng.randint(5, 60)) + rng.choice(BROKEN[3:6]))
+        elif kind == 6:
+            docs.append(bytes(rng.randrange(256) for _ in range(rng.randint(1, 120))))
+        else:
+            docs.append(_document(rng, rng.randint(10, 400)))
+    return docs
+
+
+def _buffers(docs: list[bytes]):
+    offsets = np.zeros(len(docs) + 1, np.int64)
+    np.cumsum([len(d) for d in docs], out=offsets[1:])
+    data = np.frombuffer(b"".join(docs) + b"\0", np.uint8)[:offsets[-1]].copy()
+    return offsets, data
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    offsets, data = _buffers(_corpus(7, 700))
+    rng = np.random.default_rng(3)
+    docs = rng.permutation(700)[:600].astype(np.int64)
+    return offsets, data, docs
+
+
+@pytest.fixture(scope="module")
+def real():
+    from realtext import paragraphs
+    texts = [t.encode() for t in paragraphs()[:600]]
+    offsets, data = _buffers(texts)
+    return offsets, data, np.arange(len(texts), dtype=np.int64)[::-1].copy()
+
+
+#: Block ranges: all blocks, a middle one, the last (partial) one.
+RANGES = [(0, 3), (1, 2), (2, 3)]
+NS = [1, 3, 5, 9, 24, 33]
+
+
+def test_xxh64_windows_is_xxh64():
+    rng = random.Random(1)
+    blob = bytes(rng.randrange(256) for _ in range(3000))
+    buf = np.zeros(3000 + 40, np.uint8)
+    buf[:3000] = np.frombuffer(blob, np.uint8)
+    start = np.array([rng.randrange(0, 2800) for _ in range(3000)], np.int64)
+    length = np.array([rng.choice([0, 1, 3, 4, 7, 8, 31, 32, 33, 64, 100, 200])
+                       for _ in range(3000)], np.int64)
+    got = vt.xxh64_windows(buf, 3000, start, length)
+    for s, n, h in zip(start, length, got):
+        want = xxhash.xxh64_intdigest(blob[s:s + n])
+        assert int(h) == want == int(hashing.xxh64(buf, s, s + n, np.uint64(0)))
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("word", [False, True])
+@pytest.mark.parametrize("K,shift", [(1, 0), (7, 32), (64, 0), (128, 32), (256, 0), (256, 32)])
+def test_oph_blocks(corpus, n, word, K, shift):
+    offsets, data, docs = corpus
+    a, b = hash_params(K, 11 + n)
+    p, q = a[0], b[0]
+    probes = cpu._probe_table(q, K)
+    dtype = np.uint32 if shift == 32 else np.uint64
+    for b0, b1 in RANGES:
+        want = np.full((docs.shape[0], K), 0xABCD, dtype)
+        got = want.copy()
+        wc = np.full(docs.shape[0], -5, np.int64)
+        gc = wc.copy()
+        cpu._oph_blocks(offsets, data, docs, word, n, p, q, shift, want, wc, probes, b0, b1)
+        vt.oph_blocks(offsets, data, docs, word, n, p, q, shift, got, gc, probes, b0, b1)
+        np.testing.assert_array_equal(gc, wc)
+        np.testing.assert_array_equal(got, want)
+
+
+def _sets(kernel, offsets, data, docs, word, n, b0, b1):
+    raw_off = np.zeros(docs.shape[0] + 1, np.int64)
+    np.cumsum(offsets[docs + 1] - offsets[docs] + 1, out=raw_off[1:])
+    raw = np.zeros(raw_off[-1], np.uint64)
+    uniq = np.full(docs.shape[0], -1, np.int64)
+    kernel(offsets, data, docs, word, n, raw_off, raw, uniq, b0, b1)
+    return uniq, [raw[raw_off[t]:raw_off[t] + max(u, 0)] for t, u in enumerate(uniq)]
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("word", [False, True])
+def test_shingle_set_blocks(corpus, n, word):
+    offsets, data, docs = corpus
+    for b0, b1 in RANGES:
+        wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, n, b0, b1)
+        gu, gs = _sets(vt.shingle_set_blocks, offsets, data, docs, word, n, b0, b1)
+        np.testing.assert_array_equal(gu, wu)
+        for w, g in zip(ws, gs):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("n", NS)
+@pytest.mark.parametrize("word", [False, True])
+def test_set_bound_blocks(corpus, n, word):
+    offsets, data, docs = corpus
+    for b0, b1 in RANGES:
+        want = np.full((docs.shape[0], vt.BOUND_WORDS), 77, np.uint32)
+        got = want.copy()
+        cpu._set_bound_blocks(offsets, data, docs, word, n, want, b0, b1)
+        vt.set_bound_blocks(offsets, data, docs, word, n, got, b0, b1)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_bound_counters_saturate():
+    doc = " ".join(f"w{i}" for i in range(40000)).encode()
+    offsets, data = _buffers([doc, b"", doc[:5000]])
+    docs = np.arange(3, dtype=np.int64)
+    want = np.zeros((3, vt.BOUND_WORDS), np.uint32)
+    got = want.copy()
+    cpu._set_bound_blocks(offsets, data, docs, True, 1, want, 0, 1)
+    vt.set_bound_blocks(offsets, data, docs, True, 1, got, 0, 1)
+    assert (want[0, :-1].view(np.uint8) == 255).any()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_text_hash_docs(corpus):
+    offsets, data, _ = corpus
+    N = offsets.shape[0] - 1
+    for i0, i1 in [(0, N), (100, 350), (5, 5)]:
+        want = np.zeros((N, 2), np.uint64)
+        got = want.copy()
+        cpu._text_hash_docs(offsets, data, want, i0, i1)
+        vt.text_hash_docs(offsets, data, got, i0, i1)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_fold_docs(corpus):
+    offsets, data, _ = corpus
+    N = offsets.shape[0] - 1
+    for i0, i1 in [(0, N), (123, 456), (9, 9)]:
+        empty = np.empty(0, np.uint8)
+        want = np.full(N, -1, np.int64)
+        got = want.copy()
+        cpu._fold_docs(offsets, data, empty, want, False, i0, i1)
+        vt.fold_docs(offsets, data, empty, got, False, i0, i1)
+        np.testing.assert_array_equal(got, want)
+        lengths = np.where(want < 0, 0, want)
+        where = np.zeros(N, np.int64)
+        where[1:] = np.cumsum(lengths[:-1] + 3)      # gaps between documents
+        size = int(where[-1] + lengths[-1] + 3)
+        wo = np.full(size, 0xEE, np.uint8)
+        go = wo.copy()
+        cpu._fold_docs(offsets, data, wo, where, True, i0, i1)
+        vt.fold_docs(offsets, data, go, where, True, i0, i1)
+        np.testing.assert_array_equal(go, wo)
+
+
+def test_folded_text_is_python_split_joined(corpus):
+    offsets, data, _ = corpus
+    N = offsets.shape[0] - 1
+    lengths = np.zeros(N, np.int64)
+    vt.fold_docs(offsets, data, np.empty(0, np.uint8), lengths, False, 0, N)
+    where = np.zeros(N, np.int64)
+    where[1:] = np.cumsum(lengths)[:-1]
+    out = np.zeros(int(lengths.sum()), np.uint8)
+    vt.fold_docs(offsets, data, out, where, True, 0, N)
+    for i in range(N):
+        doc = bytes(data[offsets[i]:offsets[i + 1]])
+        try:
+            text = doc.decode()
+        except UnicodeDecodeError:
+            continue
+        assert bytes(out[where[i]:where[i] + lengths[i]]).decode() == " ".join(text.split())
+
+
+@pytest.mark.parametrize("word", [False, True])
+def test_has_shingle_docs(corpus, word):
+    offsets, data, _ = corpus
+    N = offsets.shape[0] - 1
+    for i0, i1 in [(0, N), (50, 300), (7, 7)]:
+        want = np.zeros(N, np.bool_)
+        got = np.ones(N, np.bool_)
+        want[:] = got
+        cpu._has_shingle_docs(offsets, data, word, want, i0, i1)
+        vt.has_shingle_docs(offsets, data, word, got, i0, i1)
+        np.testing.assert_array_equal(got, want)
+
+
+HOSTILE = [b"\xf0\xf0\xf0\xf0" * 9 + b"a", b"\xf0" * 37, b"\xe0\xe0\xe0" * 11 + b"\xe0",
+           b"a\xc3", b"\xc3", b"\xf0\x9f", b"\xe6\x97\xa5\xf0", b"\xff" * 40,
+           b"\x80\x80\x80abc", "日本語".encode() + b"\xf0\x9f\x98", b"\xc0" * 33]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 33])
+def test_malformed_utf8_walks_as_the_decoder_does(n):
+    offsets, data = _buffers(HOSTILE + [b"ok text"] + HOSTILE[::-1])
+    docs = np.arange(offsets.shape[0] - 1, dtype=np.int64)
+    wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, False, n, 0, 1)
+    gu, gs = _sets(vt.shingle_set_blocks, offsets, data, docs, False, n, 0, 1)
+    np.testing.assert_array_equal(gu, wu)
+    for w, g in zip(ws, gs):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("K", [7, 16, 256])
+def test_densify_every_path(K):
+    """Bins filled at random, densified as ``cpu._densify`` does: among the
+    first probes, later ones (from the table, then computed), and past
+    them the next filled bin to the right (probe tables that never hit)."""
+    rng = np.random.default_rng(K)
+    q = np.uint64(0x1234_5678_9ABC_DEF1)
+    for trial in range(40):
+        filled = rng.random((30, K)) < rng.choice([0.01, 0.05, 0.3, 0.9])
+        filled[np.arange(30), rng.integers(0, K, 30)] = True
+        filled[:3] = False
+        filled[:3, :2] = True                        # two filled bins
+        probes = cpu._probe_table(q, K)
+        if trial % 4 == 3:
+            probes[:] = K - 1                        # the table never hits...
+            filled[:, K - 1] = False
+            filled[:, 0] = True
+        src = vt._sources(filled, q, probes)
+        for r in range(30):
+            row = np.arange(K, dtype=np.uint64)
+            bits = np.zeros((K + 63) // 64, np.uint64)
+            for k in np.flatnonzero(filled[r]):
+                bits[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+            cpu._densify(q, probes, row, bits, np.empty(K, np.uint8), np.empty(K, np.int64))
+            np.testing.assert_array_equal(src[r], row.astype(np.int64))
+
+
+@pytest.mark.parametrize("word", [False, True])
+def test_real_text(real, word):
+    offsets, data, docs = real
+    for n in (1, 5, 9):
+        for K, shift in ((128, 32), (64, 0)):
+            a, b = hash_params(K, 42)
+            probes = cpu._probe_table(b[0], K)
+            dtype = np.uint32 if shift == 32 else np.uint64
+            want = np.zeros((docs.shape[0], K), dtype)
+            got = want.copy()
+            wc = np.zeros(docs.shape[0], np.int64)
+            gc = wc.copy()
+            cpu._oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, want, wc, probes, 0, 3)
+            vt.oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, got, gc, probes, 0, 3)
+            np.testing.assert_array_equal(gc, wc)
+            np.testing.assert_array_equal(got, want)
+        wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, n, 0, 3)
+        gu, gs = _sets(vt.shingle_set_blocks, offsets, data, docs, word, n, 0, 3)
+        np.testing.assert_array_equal(gu, wu)
+        for w, g in zip(ws, gs):
+            np.testing.assert_array_equal(g, w)
+        want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+        got = want.copy()
+        cpu._set_bound_blocks(offsets, data, docs, word, n, want, 0, 3)
+        vt.set_bound_blocks(offsets, data, docs, word, n, got, 0, 3)
+        np.testing.assert_array_equal(got, want)
+
+
+def test_sorted_sets_with_hashes_equal_in_their_top_bits():
+    rng = np.random.default_rng(5)
+    for docs in (1, 2, 3, 600):
+        doc = np.sort(rng.integers(0, docs, 3000))
+        hashes = rng.integers(0, 2 ** 64, 3000, dtype=np.uint64)
+        hashes[::3] &= np.uint64(0xF000_0000_0000_0007)      # top bits alike, some equal
+        values, vdoc = vt._sorted_sets(hashes, doc, docs)
+        want = sorted(set(zip(doc.tolist(), hashes.tolist())))
+        assert list(zip(vdoc.tolist(), values.tolist())) == want
+
+
+def test_documents_in_pieces(corpus, monkeypatch):
+    """Calls cut into many pieces (a few documents or bytes each) give the
+    same arrays; an empty range of blocks writes nothing."""
+    offsets, data, docs = corpus
+    monkeypatch.setattr(vt, "_CHUNK_BYTES", 3000)
+    monkeypatch.setattr(vt, "_CHUNK_DOCS", 7)
+    N = offsets.shape[0] - 1
+    K = 64
+    a, b = hash_params(K, 1)
+    probes = cpu._probe_table(b[0], K)
+    for word in (False, True):
+        for b0, b1 in ((0, 3), (1, 3), (2, 2), (3, 5)):
+            want = np.full((docs.shape[0], K), 9, np.uint64)
+            got = want.copy()
+            wc = np.full(docs.shape[0], -1, np.int64)
+            gc = wc.copy()
+            cpu._oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, want, wc, probes, b0, b1)
+            vt.oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, got, gc, probes, b0, b1)
+            np.testing.assert_array_equal(gc, wc)
+            np.testing.assert_array_equal(got, want)
+            wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, 4, b0, b1)
+            gu, gs = _sets(vt.shingle_set_blocks, offsets, data, docs, word, 4, b0, b1)
+            np.testing.assert_array_equal(gu, wu)
+            for w, g in zip(ws, gs):
+                np.testing.assert_array_equal(g, w)
+            want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+            got = want.copy()
+            cpu._set_bound_blocks(offsets, data, docs, word, 4, want, b0, b1)
+            vt.set_bound_blocks(offsets, data, docs, word, 4, got, b0, b1)
+            np.testing.assert_array_equal(got, want)
+        want = np.zeros(N, np.bool_)
+        got = want.copy()
+        cpu._has_shingle_docs(offsets, data, word, want, 10, N)
+        vt.has_shingle_docs(offsets, data, word, got, 10, N)
+        np.testing.assert_array_equal(got, want)
+    want = np.full(N, -1, np.int64)
+    got = want.copy()
+    cpu._fold_docs(offsets, data, np.empty(0, np.uint8), want, False, 3, N)
+    vt.fold_docs(offsets, data, np.empty(0, np.uint8), got, False, 3, N)
+    np.testing.assert_array_equal(got, want)
+    where = np.zeros(N, np.int64)
+    where[1:] = np.cumsum(np.maximum(want, 0))[:-1]
+    wo = np.zeros(int(np.maximum(want, 0).sum()), np.uint8)
+    go = wo.copy()
+    cpu._fold_docs(offsets, data, wo, where, True, 3, N)
+    vt.fold_docs(offsets, data, go, where, True, 3, N)
+    np.testing.assert_array_equal(go, wo)
+
+
+def test_no_numba_import():
+    import subprocess
+    import sys
+    code = ("import sys, numpy as np\nfrom gpu_dedup.kernels import vector_text as vt\n"
+            "off = np.array([0, 5, 11], np.int64)\ndata = np.frombuffer(b'hello world', np.uint8)\n"
+            "out = np.zeros((2, 4), np.uint64)\ncnt = np.zeros(2, np.int64)\n"
+            "probes = np.zeros((4, 64), np.int32)\n"
+            "vt.oph_blocks(off, data, np.arange(2), False, 3, np.uint64(1), np.uint64(2), 0,"
+            " out, cnt, probes, 0, 1)\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip() == "[]", proc.stdout
