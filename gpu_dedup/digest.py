@@ -3,6 +3,8 @@ all its bytes. Inputs, outputs, work files and index files are all named by
 it (identity, ``_SUCCESS``, unit markers, ``index.json``)."""
 from __future__ import annotations
 
+import os
+
 import xxhash
 
 READ_BYTES = 8 << 20
@@ -35,4 +37,6 @@ def file_sum(path: str, buf: bytearray | None = None) -> tuple[int, str]:
     """``(size, hex XXH3-128)`` of the file at ``path`` (an ``OSError`` when
     it cannot be read)."""
     with open(path, "rb", buffering=0) as f:
+        if buf is None:                  # no larger than the file: a small file is quick
+            buf = bytearray(max(1, min(READ_BYTES, os.fstat(f.fileno()).st_size + 1)))
         return stream_sum(f, buf)

@@ -81,7 +81,7 @@ def _meminfo() -> dict:
             for line in f:
                 k, v = line.split(":", 1)
                 out[k] = int(v.split()[0]) * 1024
-    except OSError:
+    except (OSError, ValueError, IndexError):
         pass
     return out
 
@@ -100,15 +100,16 @@ def _cgroup_limit() -> int | None:
 
 def machine_memory() -> tuple[int, int]:
     """``(total, available)`` bytes of RAM, within the cgroup's limit if any."""
-    total = avail = 0
-    try:
-        import psutil
-        vm = psutil.virtual_memory()
-        total, avail = int(vm.total), int(vm.available)
-    except ImportError:
-        info = _meminfo()
-        total = info.get("MemTotal", 0)
-        avail = info.get("MemAvailable", info.get("MemFree", 0))
+    info = _meminfo()                    # Linux: what psutil reads, without importing it
+    total = info.get("MemTotal", 0)
+    avail = info.get("MemAvailable", info.get("MemFree", 0))
+    if not total:
+        try:
+            import psutil
+            vm = psutil.virtual_memory()
+            total, avail = int(vm.total), int(vm.available)
+        except ImportError:
+            pass
     limit = _cgroup_limit()
     if limit is not None:
         total = min(total, limit) if total else limit

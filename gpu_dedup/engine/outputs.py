@@ -288,6 +288,6 @@ class RowGroups:
     def close(self) -> None:
         if self.count or not self.written:
             t = (pa.concat_tables(self.pending).combine_chunks() if self.pending
-                 else self.schema.empty_table())
+                 else pa.Table.from_batches([], schema=self.schema))   # empty_table imports pandas
             self.w.write_table(t)
         self.pending = []
