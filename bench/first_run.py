@@ -10,6 +10,14 @@ process, each run with its own empty cache; the median is reported.
 Warm start: ``gpu-dedup run`` on 100 short documents once the cache holds
 the kernels, and importing the CLI alone (medians of 5, as
 ``bench/run.py --speed`` measures them).
+
+Interpreted or compiled: a run of that little text runs its kernels
+interpreted (``kernels/jit.py``), with no Numba loaded. The same ``gpu-dedup
+run`` on the first 100 to 3,000 real documents of ``bench/corpora.py``
+(``debian_entries``) and on 1,000 to 16,000 short lines with heavy
+near-duplication, in fresh processes, each way (interpreted forced past the
+size where a run would compile; compiled forced below it), alternating,
+medians of ``--repeat``: where the two cross is where a run should switch.
 """
 from __future__ import annotations
 
@@ -24,8 +32,67 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import corpora  # noqa: E402
 import results  # noqa: E402
 from run import gpu_dedup_command, startup  # noqa: E402
+
+#: A run forced to one way: ``python -c MODE_RUN way input output``.
+MODE_RUN = """
+import contextlib, sys
+from gpu_dedup.cli import main
+from gpu_dedup.engine import plan
+from gpu_dedup.kernels.jit import compiling
+way, src, out = sys.argv[1:4]
+if way == "interpreted":
+    plan.INTERPRET_BYTES = 1 << 62
+with compiling() if way == "compiled" else contextlib.nullcontext():
+    main(["run", src, "-o", out, "--overwrite", "-q"], standalone_mode=False)
+"""
+
+
+def heavy_lines(n: int, seed: int = 3) -> list[str]:
+    """Short lines with heavy near-duplication: ``n`` lines drawn from 200
+    base lines of eight words of an eight-word vocabulary, each with one of
+    31 suffixes (the most candidate pairs per byte a small run meets)."""
+    import random
+    rng = random.Random(seed)
+    vocab = ["alpha", "beta", "gamma", "delta", "eps", "zeta", "eta", "theta"]
+    base = [" ".join(rng.choice(vocab) for _ in range(8)) for _ in range(200)]
+    return [f"{rng.choice(base)} v{rng.randint(0, 30)}" for _ in range(n)]
+
+
+def mode_sweep(sizes=(100, 300, 1000, 3000), repeat: int = 3, heavy=False) -> list[dict]:
+    """Wall seconds of a run of the first ``n`` real documents (or ``n``
+    heavily duplicated lines, :func:`heavy_lines`), interpreted and
+    compiled, in fresh processes (medians of ``repeat``)."""
+    import json
+    texts = (heavy_lines(max(sizes)) if heavy else
+             [json.loads(line)["text"] for line in open(corpora.debian_entries().path)])
+    rows = []
+    tmp = tempfile.mkdtemp(prefix="gpu-dedup-modes-")
+    try:
+        for n in sizes:
+            src = os.path.join(tmp, f"docs{n}.jsonl")
+            corpora.write_jsonl(src, texts[:n])
+            secs = {"interpreted": [], "compiled": []}
+            for way in secs:                              # once untimed: the cache
+                subprocess.run([sys.executable, "-c", MODE_RUN, way, src,
+                                os.path.join(tmp, "out")], check=True, timeout=600)
+            for _ in range(repeat):
+                for way in secs:
+                    t0 = time.perf_counter()
+                    subprocess.run([sys.executable, "-c", MODE_RUN, way, src,
+                                    os.path.join(tmp, "out")], check=True, timeout=600)
+                    secs[way].append(time.perf_counter() - t0)
+            row = {"corpus": "heavy" if heavy else "real", "documents": n,
+                   "bytes": os.path.getsize(src),
+                   **{f"{w}_s": statistics.median(v) for w, v in secs.items()}}
+            print(f"{n} documents ({row['bytes'] / 1024:.0f} KiB): interpreted "
+                  f"{row['interpreted_s']:.2f} s, compiled {row['compiled_s']:.2f} s", flush=True)
+            rows.append(row)
+        return rows
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def first_runs(repeat: int) -> list[float]:
@@ -55,6 +122,8 @@ def main(argv=None) -> int:
     m = results.machine()
     first = first_runs(args.repeat)
     warm = startup()
+    sweep = (mode_sweep(repeat=args.repeat)
+             + mode_sweep((1000, 4000, 16000), repeat=args.repeat, heavy=True))
     med = statistics.median(first)
     lines = results.Lines()
     lines.say(f"`python bench/first_run.py`, {results.machine_line(m)}; load {m['load_average']}.")
@@ -65,9 +134,20 @@ def main(argv=None) -> int:
               + ", ".join(f"{s:.1f}" for s in first) + " |")
     lines.say(f"| warm `gpu-dedup run`, 100 documents | 5 | {warm['run_100_docs']:.2f} | – |")
     lines.say(f"| `import gpu_dedup.cli` | 5 | {warm['import_cli']:.2f} | – |")
+    lines.say()
+    lines.say("A run each way (fresh processes, alternating, medians of "
+              f"{args.repeat}) of the first real documents of `debian_entries`, and of "
+              "short lines with heavy near-duplication (`heavy_lines`):")
+    lines.say()
+    lines.say("| corpus | documents | KiB of JSONL | interpreted (s) | compiled (s) |")
+    lines.say("|---|---:|---:|---:|---:|")
+    for r in sweep:
+        lines.say(f"| {r['corpus']} | {r['documents']:,} | {r['bytes'] / 1024:.0f} | "
+                  f"{r['interpreted_s']:.2f} | {r['compiled_s']:.2f} |")
     if not args.no_save:
         results.save("first-run", "\n".join(lines),
-                      {"machine": m, "first_run_s": first, "first_run_median_s": med, **warm})
+                     {"machine": m, "first_run_s": first, "first_run_median_s": med, **warm,
+                      "modes": sweep})
     return 0
 
 
