@@ -17,7 +17,7 @@ import numpy as np
 from .buckets import BUCKET_MUL as _BUCKET_MUL, BUCKET_SALT as _BUCKET_SALT
 from .cpu import TABLE_PROBES
 from .hashing import GOLDEN, MIX_1, MIX_2, U64
-from .primitives import BOUND_BINS, BOUND_WORDS
+from .primitives import BOUND_BINS, BOUND_WORDS, runs_intersect_at_least
 
 _S27 = U64(27)
 _S30 = U64(30)
@@ -148,23 +148,6 @@ def codepoint_docs(offsets, data, out, i0, i1):
     out[i0:i1] = np.where(end > start, (end - start) - inside, 0)
 
 
-def _merge_count_loop(va, a0, a1, vb, b0, b1, need):
-    """:func:`kernels.primitives.runs_intersect_at_least`, step by step (for
-    runs that are not strictly ascending)."""
-    c = 0
-    a_miss = a1 - need
-    b_miss = b1 - need
-    while a0 < a1 and b0 < b1:
-        if a0 - c > a_miss or b0 - c > b_miss:
-            return c
-        x = va[a0]
-        y = vb[b0]
-        c += int(x == y)
-        a0 += int(x <= y)
-        b0 += int(y <= x)
-    return c
-
-
 def _stop_count(hit, need):
     """The count :func:`kernels.primitives.runs_intersect_at_least` returns
     when it stops for want of one run's values; ``hit`` tells which values
@@ -199,7 +182,7 @@ def _merge_count(va, a0, a1, vb, b0, b1, need):
     a = va[a0:a1]
     b = vb[b0:b1]
     if not ((a[1:] > a[:-1]).all() and (b[1:] > b[:-1]).all()):
-        return _merge_count_loop(va, a0, a1, vb, b0, b1, need)
+        return runs_intersect_at_least.py_func(va, a0, a1, vb, b0, b1, need)
     small, large = (a, b) if na <= nb else (b, a)
     pos = large.searchsorted(small)            # the shorter run's values in the longer
     np.minimum(pos, large.shape[0] - 1, out=pos)

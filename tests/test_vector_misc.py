@@ -245,18 +245,25 @@ def test_band_keys(dtype, bands, rows, K, N):
         _check_band_keys(sig, bands, rows, 3, 3)
 
 
-def test_band_keys_of_real_signatures():
+def _real_signatures(K, shift):
+    """Classic MinHash signatures (``K`` columns, 32-bit when ``shift`` is
+    32) of the real texts, by the compiled kernel."""
     texts = _texts()
     off, data = _buffers(texts)
     docs = np.arange(len(texts), dtype=np.int64)
     rng = np.random.default_rng(3)
-    a = rng.integers(0, 2**64, 128, dtype=np.uint64) | np.uint64(1)
-    b = rng.integers(0, 2**64, 128, dtype=np.uint64)
-    for shift, dtype in [(32, np.uint32), (0, np.uint64)]:
-        sig = np.empty((docs.size, 128), dtype)
-        C.minhash(off, data, docs, False, 5, a, b, shift, sig, np.empty(docs.size, np.int64))
-        _check_band_keys(sig, 20, 5, 0, docs.size)
-        _check_band_keys(sig, 9, 13, 0, docs.size)
+    a = rng.integers(0, 2**64, K, dtype=np.uint64) | np.uint64(1)
+    b = rng.integers(0, 2**64, K, dtype=np.uint64)
+    sig = np.empty((docs.size, K), np.uint32 if shift == 32 else np.uint64)
+    C.minhash(off, data, docs, False, 5, a, b, shift, sig, np.empty(docs.size, np.int64))
+    return sig
+
+
+def test_band_keys_of_real_signatures():
+    for shift in (32, 0):
+        sig = _real_signatures(128, shift)
+        _check_band_keys(sig, 20, 5, 0, sig.shape[0])
+        _check_band_keys(sig, 9, 13, 0, sig.shape[0])
 
 
 # -- code points ------------------------------------------------------------------
@@ -485,14 +492,8 @@ def test_bucket_segments_that_start_past_zero():
 def test_bucket_lists_of_real_band_keys():
     """The whole of :func:`kernels.buckets.segment_buckets` on the band keys
     of real text (near copies share buckets)."""
-    texts = _texts()
-    off, data = _buffers(texts)
-    docs = np.arange(len(texts), dtype=np.int64)
-    rng = np.random.default_rng(3)
-    a = rng.integers(0, 2**64, 100, dtype=np.uint64) | np.uint64(1)
-    b = rng.integers(0, 2**64, 100, dtype=np.uint64)
-    sig = np.empty((docs.size, 100), np.uint32)
-    C.minhash(off, data, docs, False, 5, a, b, 32, sig, np.empty(docs.size, np.int64))
+    sig = _real_signatures(100, 32)
+    docs = np.arange(sig.shape[0], dtype=np.int64)
     keys = np.empty((docs.size, 20), np.uint64)
     C.band_keys(sig, 20, 5, keys)
     flat = np.ascontiguousarray(keys.T).reshape(-1)
