@@ -103,6 +103,7 @@ class Kernel:
         self.stand_in = stand_in
         self.vector = None
         self._compiled = None
+        self._twin = None
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args):
@@ -126,34 +127,50 @@ class Kernel:
         to their dispatchers."""
         if self._compiled is None:
             with _build_lock:
-                py = self.py_func
-                g = _compiled_globals(py.__globals__)      # may build this one too
+                g = _mapped_globals(self.py_func.__globals__, "compiled")  # may build it too
                 if self._compiled is None:
                     from numba import njit as numba_njit
-                    f = types.FunctionType(py.__code__, g, py.__name__, py.__defaults__,
-                                           py.__closure__)
-                    f.__qualname__ = py.__qualname__
-                    f.__doc__ = py.__doc__
-                    self._compiled = numba_njit(**self.options)(f)
+                    self._compiled = numba_njit(**self.options)(self._with_globals(g))
         return self._compiled
+
+    @property
+    def twin(self):
+        """The kernel's Python function calling the twins of the kernels it
+        calls, whatever the thread's mode: what Numba's CUDA simulator runs
+        (its threads are not this module's)."""
+        if self._twin is None:
+            with _build_lock:
+                g = _mapped_globals(self.py_func.__globals__, "twin")
+                if self._twin is None:
+                    self._twin = self._with_globals(g)
+        return self._twin
+
+    def _with_globals(self, g: dict):
+        """The kernel's code as a function of the globals ``g``."""
+        py = self.py_func
+        f = types.FunctionType(py.__code__, g, py.__name__, py.__defaults__, py.__closure__)
+        f.__qualname__ = py.__qualname__
+        f.__doc__ = py.__doc__
+        return f
 
     def __repr__(self) -> str:
         return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
 
 
-_COMPILED_GLOBALS: dict = {}
+_MAPPED_GLOBALS: dict = {}
 
 
-def _compiled_globals(module_globals: dict) -> dict:
+def _mapped_globals(module_globals: dict, way: str) -> dict:
     """A copy of a kernel module's globals in which every :class:`Kernel` is
-    its Numba dispatcher (what compiled code calls), made once a module."""
-    key = id(module_globals)
-    out = _COMPILED_GLOBALS.get(key)
+    its ``way`` (``compiled``: its Numba dispatcher; ``twin``: its Python
+    twin), made once a module and way."""
+    key = (id(module_globals), way)
+    out = _MAPPED_GLOBALS.get(key)
     if out is None:
-        out = _COMPILED_GLOBALS[key] = dict(module_globals)   # before the kernels: they
-        for name, value in module_globals.items():            # build theirs with it
+        out = _MAPPED_GLOBALS[key] = dict(module_globals)   # before the kernels: they
+        for name, value in module_globals.items():          # build theirs with it
             if isinstance(value, Kernel):
-                out[name] = value.compiled
+                out[name] = getattr(value, way)
     return out
 
 

@@ -4,7 +4,7 @@ Under the simulator (``NUMBA_ENABLE_CUDASIM=1``, set before Numba is
 imported) a ``@cuda.jit`` kernel runs as Python, one Python thread per CUDA
 thread, and so must the shared ``@njit`` functions it calls: compiled CPU
 code cannot take the simulator's arrays. :func:`shared` gives a kernel module
-what it calls for a shared function: the dispatcher itself on a GPU (Numba
+what it calls for a shared function: its Numba dispatcher on a GPU (Numba
 compiles it for the device), its plain Python twin in the simulator.
 
 Importing this module imports ``numba.cuda``: only the GPU path imports it.
@@ -15,13 +15,9 @@ import functools
 import sys
 import threading
 import traceback
-import types
 
 import numpy as np
 from numba import cuda
-from numba.core.dispatcher import Dispatcher
-
-from .jit import Kernel
 
 #: True when Numba's CUDA simulator stands in for the GPU.
 SIMULATOR = cuda.jit.__module__.startswith("numba.cuda.simulator")
@@ -69,47 +65,18 @@ def lock_shared_arrays() -> None:
 
 # -- the shared functions, as the simulated kernels see them --------------------
 
-_PY_FUNCS: dict = {}
-_PY_GLOBALS: dict = {}
+def shared(kernel):
+    """What a kernel calls for the shared ``@njit`` function ``kernel`` (a
+    :class:`kernels.jit.Kernel`).
 
-
-def _python_globals(module_globals: dict) -> dict:
-    """A copy of a module's globals where every ``@njit`` function is replaced
-    by its plain Python twin (same code object)."""
-    key = id(module_globals)
-    out = _PY_GLOBALS.get(key)
-    if out is None:
-        out = dict(module_globals)
-        _PY_GLOBALS[key] = out
-        for name, value in module_globals.items():
-            if isinstance(value, (Dispatcher, Kernel)):
-                out[name] = python_twin(value)
-    return out
-
-
-def python_twin(disp):
-    """The plain Python function with the code object of the ``@njit``
-    function ``disp`` (a :class:`kernels.jit.Kernel` or a Numba dispatcher),
-    calling the twins of the ``@njit`` functions it calls."""
-    f = _PY_FUNCS.get(id(disp))
-    if f is None:
-        py = disp.py_func
-        f = types.FunctionType(py.__code__, _python_globals(py.__globals__), py.__name__,
-                               py.__defaults__, py.__closure__)
-        _PY_FUNCS[id(disp)] = f
-    return f
-
-
-def shared(disp):
-    """What a kernel calls for the shared ``@njit`` function ``disp``.
-
-    On a GPU it is ``disp`` itself, which Numba compiles for the device. In
-    the simulator it is the Python twin, run with wrap-around integer
-    overflow (NumPy scalars wrap, and would otherwise warn).
+    On a GPU it is its Numba dispatcher, which Numba compiles for the
+    device. In the simulator it is its Python twin (:attr:`Kernel.twin`),
+    run with wrap-around integer overflow (NumPy scalars wrap, and would
+    otherwise warn).
     """
     if not SIMULATOR:
-        return disp.compiled if isinstance(disp, Kernel) else disp
-    f = python_twin(disp)
+        return kernel.compiled
+    f = kernel.twin
 
     @functools.wraps(f)
     def call(*args):

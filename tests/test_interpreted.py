@@ -148,6 +148,9 @@ def test_a_kernel_compiles_with_its_callees_as_dispatchers():
     assert isinstance(d, Dispatcher) and d is cpu._text_hash_docs.compiled
     assert d.py_func.__code__ is cpu._text_hash_docs.py_func.__code__
     assert d.py_func.__globals__["xxh64"] is hashing.xxh64.compiled
+    twin = cpu._text_hash_docs.twin                  # the CUDA simulator's: Python throughout
+    assert twin.__code__ is cpu._text_hash_docs.py_func.__code__
+    assert twin.__globals__["xxh64"] is hashing.xxh64.twin
     assert cpu._text_hash_docs.__doc__ == cpu._text_hash_docs.py_func.__doc__
 
 

@@ -48,7 +48,7 @@ def interpreted_kernels(input_bytes: int, executor, backend) -> bool:
     :data:`INTERPRET_BYTES`, every task on this thread (the in-process
     executor), on the CPU. The results are the same either way."""
     return (int(input_bytes) <= INTERPRET_BYTES and executor.name == "none"
-            and getattr(backend, "name", "cpu") == "cpu")
+            and backend.name == "cpu")
 
 
 def _floor_pow2(x: int) -> int:
