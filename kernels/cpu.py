@@ -417,7 +417,7 @@ def rows_in(keys, queries):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.key_directory")
 def _key_directory(keys):
     """The first key of each slot of :func:`rows_in`'s directory, and the
     shift that maps a key to its slot."""
@@ -442,7 +442,7 @@ def _key_directory(keys):
     return first, shift
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.rows_of")
 def _rows_of(keys, first, shift, queries, out, t0, t1):
     n = keys.shape[0]
     lo = keys[0]

@@ -54,9 +54,10 @@ def _exclusive_cumsum(n):
     return out
 
 
-def _segment_gather(start, size):
+def segment_indices(start, size):
     """Indices ``start[g] .. start[g] + size[g] - 1`` of every segment ``g``,
-    one segment after another (int64)."""
+    one segment after another (int64): ``concatenate([arange(s, s + n) for
+    s, n in zip(start, size)])``."""
     size = np.asarray(size, np.int64)
     total = int(size.sum()) if size.shape[0] else 0
     if total == 0:
@@ -93,18 +94,24 @@ def upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
     return out
 
 
+def probe_bases(q, K):
+    """``fmix64(q ^ k)`` of every bin ``k < K``: what the probes of
+    :func:`kernels.hashing.oph_probe` start from."""
+    return fmix64(_u64(q) ^ np.arange(int(K), dtype=np.uint64))
+
+
+def probe_bins(base, t, K):
+    """Probes ``t`` (:func:`kernels.hashing.oph_probe`) of the bins whose
+    :func:`probe_bases` are ``base``: a row of bins per base, int64."""
+    with np.errstate(over="ignore"):
+        y = fmix64(base[:, None] + np.asarray(t, np.uint64)[None, :] * GOLDEN)
+        return (((y >> _S32) * U64(int(K))) >> _S32).astype(np.int64)
+
+
 def probe_table(q, K):
     """``kernels.cpu._probe_table``: the first :data:`TABLE_PROBES` probes
-    (:func:`kernels.hashing.oph_probe`) of every bin, ``K x TABLE_PROBES``
-    int32."""
-    K = int(K)
-    k = np.arange(K, dtype=np.uint64)
-    t = np.arange(TABLE_PROBES, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        base = fmix64(_u64(q) ^ k)
-        y = fmix64(base[:, None] + t[None, :] * GOLDEN)
-        b = ((y >> _S32) * U64(K)) >> _S32
-    return b.astype(np.int32)
+    of every bin, ``K x TABLE_PROBES`` int32."""
+    return probe_bins(probe_bases(q, K), np.arange(TABLE_PROBES), K).astype(np.int32)
 
 
 def band_keys_rows(sig, bands, rows, out, i0, i1):
@@ -146,6 +153,34 @@ def codepoint_docs(offsets, data, out, i0, i1):
     cont = np.flatnonzero((data[lo:hi] & 0xC0) == 0x80) + lo
     inside = np.searchsorted(cont, end) - np.searchsorted(cont, start)
     out[i0:i1] = np.where(end > start, (end - start) - inside, 0)
+
+
+def key_directory(keys):
+    """``kernels.cpu._key_directory``: the first key of each slot of
+    :func:`kernels.cpu.rows_in`'s directory (by one binary search of every
+    slot among the keys' slots), and the shift that maps a key to its
+    slot."""
+    n = keys.shape[0]
+    lo = keys[0]
+    span = int(np.uint64(keys[n - 1] - lo))
+    shift = 0
+    while (span >> shift) >= n:
+        shift += 1
+    slot = (keys - lo).astype(np.uint64) >> U64(shift)
+    first = np.searchsorted(slot, np.arange((span >> shift) + 2, dtype=np.uint64))
+    return first.astype(np.int64), shift
+
+
+def rows_of(keys, first, shift, queries, out, t0, t1):
+    """``kernels.cpu._rows_of``: the row of each of ``queries[t0:t1]`` in the
+    sorted, distinct ``keys`` into ``out`` where it is there (one binary
+    search of them all; the directory is not needed)."""
+    if t1 <= t0 or keys.shape[0] == 0:
+        return
+    q = queries[t0:t1]
+    at = np.searchsorted(keys, q)
+    hit = keys[np.minimum(at, keys.shape[0] - 1)] == q
+    out[t0:t1][hit] = at[hit]
 
 
 def _stop_count(hit, need):
@@ -302,7 +337,7 @@ def bucket_segments(keys, docs, seg, lo0, out_mem, out_size, n_mem, n_bkt, j0, j
     by_first = np.argsort(order[first_pos], kind="stable")     # buckets by first member
     first_pos = first_pos[by_first]
     size = size[by_first]
-    i = order[_segment_gather(first_pos, size)]                 # members, offsets from lo
+    i = order[segment_indices(first_pos, size)]                 # members, offsets from lo
     bseg = sid[order[first_pos]]                                # segment of each bucket
     mseg = sid[i]
     nb = np.bincount(bseg, minlength=g)
@@ -327,9 +362,9 @@ def bucket_lists(seg, lo0, out_mem, out_size, n_mem, n_bkt):
     base = seg[:g].astype(np.int64) - int(lo0)
     nm = n_mem[:g].astype(np.int64)
     nb = n_bkt[:g].astype(np.int64)
-    members = out_mem[_segment_gather(base, nm)].astype(np.int64)
+    members = out_mem[segment_indices(base, nm)].astype(np.int64)
     off = np.zeros(int(nb.sum()) + 1, np.int64)
-    np.cumsum(out_size[_segment_gather(base, nb)], out=off[1:])
+    np.cumsum(out_size[segment_indices(base, nb)], out=off[1:])
     return off, members
 
 

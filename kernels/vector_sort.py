@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .vector_misc import segment_indices
+
 
 def sort_inplace(x, n):
     """:func:`kernels.sorting.sort_inplace`: ``x[:n]`` sorted in place."""
@@ -33,7 +35,4 @@ def gather_runs(src, start, out_off, out, i0, i1):
     o0, o1 = int(out_off[i0]), int(out_off[i1])
     if o1 <= o0:
         return
-    lengths = np.diff(out_off[i0:i1 + 1])
-    shift = np.repeat(np.asarray(start[i0:i1], dtype=np.int64)
-                      - np.asarray(out_off[i0:i1], dtype=np.int64), lengths)
-    out[o0:o1] = src[np.arange(o0, o1, dtype=np.int64) + shift]
+    out[o0:o1] = src[segment_indices(start[i0:i1], np.diff(out_off[i0:i1 + 1]))]

@@ -28,9 +28,9 @@ import numpy as np
 import xxhash
 
 from .cpu import BLOCK, FIRST_PROBES
-from .hashing import (GOLDEN, PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64)
+from .hashing import PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64
 from .primitives import BOUND_BINS, BOUND_WORDS
-from .vector_misc import fmix64 as _fmix64
+from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_indices
 
 _M32 = U64(0xFFFFFFFF)
 _M8 = U64(0xFF)
@@ -127,13 +127,6 @@ def xxh64_windows(buf, size, start, length, seed=0):
 
 # -- documents and their code points ----------------------------------------------
 
-def _ranges(start, length):
-    """``concatenate([arange(s, s + n) for s, n in zip(start, length)])``."""
-    total = int(length.sum())
-    first = np.cumsum(length) - length
-    return np.arange(total, dtype=np.int64) + np.repeat(start - first, length)
-
-
 def _gather(offsets, data, docs):
     """The bytes of the documents ``docs``, one after another, followed by
     :data:`_PAD` zero bytes, and where each starts (``len(docs) + 1``)."""
@@ -147,7 +140,7 @@ def _gather(offsets, data, docs):
         s = int(starts[0])
         buf[:size] = data[s:s + size]
     else:
-        buf[:size] = data[_ranges(starts, lengths)]
+        buf[:size] = data[segment_indices(starts, lengths)]
     return buf, off
 
 
@@ -217,7 +210,7 @@ class _Text:
         if wrong.any():
             # some bytes are not UTF-8: those documents walked exactly
             bad = np.unique(np.searchsorted(self.off, starts[wrong], side="right") - 1)
-            sub = _ranges(self.off[bad], lengths[bad])
+            sub = segment_indices(self.off[bad], lengths[bad])
             sub_off = np.zeros(bad.shape[0] + 1, np.int64)
             np.cumsum(lengths[bad], out=sub_off[1:])
             head[sub] = _walked_starts(step[sub], sub_off)
@@ -295,8 +288,8 @@ def _folded(text):
     size = int(off[-1])
     out = np.zeros(size + _PAD, np.uint8)
     out[:size] = 32
-    src = _ranges(lo, width)
-    out[_ranges(flo, width)] = text.buf[src]
+    src = segment_indices(lo, width)
+    out[segment_indices(flo, width)] = text.buf[src]
     return out, off, flo, flo + width, count
 
 
@@ -455,12 +448,11 @@ def _probe_on(filled, q, probes, r, k):
             cand = probes[k[live], t:u].astype(np.int64)
         else:
             if base is None:
-                with np.errstate(over="ignore"):
-                    base = _fmix64(U64(q) ^ np.arange(K, dtype=np.uint64))
+                base = probe_bases(q, K)
             if live.shape[0] > K:                    # every bin's, then each pair's
-                cand = _probes(base, np.arange(t, u), K)[k[live]]
+                cand = probe_bins(base, np.arange(t, u), K)[k[live]]
             else:
-                cand = _probes(base[k[live]], np.arange(t, u), K)
+                cand = probe_bins(base[k[live]], np.arange(t, u), K)
         hit = flat[(r[live] * K)[:, None] + cand]
         got = hit.any(axis=1)
         found[live[got]] = cand[got, np.argmax(hit[got], axis=1)]
@@ -477,14 +469,6 @@ def _probe_on(filled, q, probes, r, k):
     return found
 
 
-def _probes(base, t, K):
-    """Probes ``t`` (``kernels.hashing.oph_probe``) of bins whose
-    ``fmix64(q ^ k)`` is ``base``: one row per bin."""
-    with np.errstate(over="ignore"):
-        y = _fmix64(base[:, None] + t.astype(np.uint64)[None, :] * GOLDEN)
-        return (((y >> U64(32)) * U64(K)) >> U64(32)).astype(np.int64)
-
-
 def shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b0, b1):
     """``kernels.cpu._shingle_set_blocks``: the sorted distinct base hashes
     of each document ``t`` of blocks ``b0..b1-1`` at ``raw[raw_off[t]:]``,
@@ -494,7 +478,7 @@ def shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b0
         hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
         values, vdoc = _sorted_sets(hashes, doc, t1 - t0)
         number = np.bincount(vdoc, minlength=t1 - t0)
-        rank = np.arange(values.shape[0]) - np.repeat(np.cumsum(number) - number, number)
+        _, rank = _windows(number)
         raw[raw_off[t0:t1][vdoc] + rank] = values
         uniq[t0:t1] = number
 
@@ -538,7 +522,7 @@ def fold_docs(offsets, data, out, where, write, i0, i1):
         buf, off, _, _, _ = _folded(text)
         lengths = np.diff(off)
         if write:
-            out[_ranges(where[i0 + t0:i0 + t1], lengths)] = buf[:off[-1]]
+            out[segment_indices(where[i0 + t0:i0 + t1], lengths)] = buf[:off[-1]]
         else:
             where[i0 + t0:i0 + t1] = lengths
 

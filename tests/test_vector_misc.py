@@ -546,3 +546,25 @@ def test_first_equal(n):
         fp = C.text_hash128(off, data)
         act = np.ones(len(texts), np.bool_)
         _same(V.first_equal(fp, act), B.first_equal(fp, act))
+
+
+# -- rows of keys -----------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64])
+@pytest.mark.parametrize("n,spread", [(1, 1), (7, 3), (1000, 2), (1000, 1 << 40), (3000, 1 << 50)])
+def test_key_directory_and_rows_of(dtype, n, spread):
+    rng = np.random.default_rng(n)
+    keys = np.unique(rng.integers(0, spread * n, size=n)).astype(dtype)
+    want_first, want_shift = C._key_directory(keys)
+    first, shift = V.key_directory(keys)
+    assert shift == want_shift
+    _same(first, want_first)
+    queries = np.concatenate([keys, rng.integers(0, spread * n + 5, size=500).astype(dtype)])
+    rng.shuffle(queries)
+    want = np.full(queries.size, -1, np.int64)
+    got = want.copy()
+    t0, t1 = 3, queries.size - 2
+    C._rows_of(keys, want_first, want_shift, queries, want, t0, t1)
+    V.rows_of(keys, first, shift, queries, got, t0, t1)
+    _same(got, want)
+    assert (got[t0:t1] >= 0).sum() >= np.isin(queries[t0:t1], keys).sum() > 0

@@ -375,3 +375,14 @@ def test_no_numba_import():
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "[]", proc.stdout
+
+
+def test_the_whitespace_is_the_kernels():
+    """The whole-array whitespace test is :func:`kernels.text.is_space` at
+    every code point of the Basic Multilingual Plane and at a sample above."""
+    from gpu_dedup.kernels import text, vector_text
+    c = np.concatenate([np.arange(0x10000),
+                        np.random.default_rng(0).integers(0x10000, 0x110000, 5000)])
+    want = np.array([bool(text.is_space.py_func(int(x))) for x in c])
+    assert np.array_equal(vector_text._space_mask(c), want)
+    assert want.sum() == sum(chr(x).isspace() for x in range(0x10000))
