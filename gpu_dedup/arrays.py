@@ -106,6 +106,32 @@ def stable_order(key) -> np.ndarray:
     return packed.astype(np.int64)
 
 
+def pair_order(a, b) -> np.ndarray:
+    """The stable order of the pairs ``(a[i], b[i])`` of non-negative int64
+    numbers, by ``a`` then ``b``: one sort of ``a << 32 | b`` when both fit
+    in 32 bits (the same order), else ``np.lexsort``. Pairs of any numbers
+    sort this way; none is packed where it does not fit."""
+    a = np.asarray(a).reshape(-1)
+    b = np.asarray(b).reshape(-1)
+    if a.size and max(int(a.max()), int(b.max())) < 1 << 32 \
+            and min(int(a.min()), int(b.min())) >= 0:
+        key = a.astype(np.uint64) << np.uint64(32)
+        key |= b.astype(np.uint64)
+        return np.argsort(key, kind="stable").astype(np.int64)
+    return np.lexsort((b, a)).astype(np.int64)
+
+
+def pairs_ascend(a, b) -> bool:
+    """Whether the pairs ``(a[i], b[i])`` are sorted by ``a`` then ``b`` and
+    distinct."""
+    a = np.asarray(a).reshape(-1)
+    b = np.asarray(b).reshape(-1)
+    if a.size < 2:
+        return True
+    da = a[1:] - a[:-1]
+    return bool(np.all((da > 0) | ((da == 0) & (b[1:] > b[:-1]))))
+
+
 def distinct_count(x) -> int:
     """How many distinct values the 1-D array ``x`` of non-negative integers
     holds."""

@@ -3,7 +3,8 @@
 Owns the :class:`Backend` protocol (every call the engine makes on a
 backend), the CPU backend, the choice of a backend for ``--device``, and
 :data:`MAX_DOCUMENTS`, the largest corpus whose document indices fit the
-packed ``a << 32 | b`` edges.
+packed ``a << 32 | b`` edges of connected components (greedy selection
+keeps its pairs as two 64-bit columns and takes any number).
 
 A backend supplies the kernels, the grouping of band keys and the connected
 components for one device. The CPU backend uses Numba-compiled kernels
@@ -23,8 +24,9 @@ from .errors import DeviceError
 from .stages.components import scipy_components
 from .stages.lsh import check_bands
 
-#: Most documents one run may hold: candidate edges pack two document indices
-#: into one 64-bit word, ``a << 32 | b``, so an index must fit in 32 bits.
+#: Most documents a run with connected components may hold: its candidate
+#: edges pack two document indices into one 64-bit word, ``a << 32 | b``, so
+#: an index must fit in 32 bits. Greedy selection has no such cap.
 MAX_DOCUMENTS = 2 ** 32 - 1
 
 

@@ -132,3 +132,23 @@ def test_arrow_column_equals_pa_array(values, type_, mask):
     assert got.null_count == want.null_count
     assert got.to_pylist() == want.to_pylist() or (           # NaN != NaN
         str(got.to_pylist()) == str(want.to_pylist()))
+
+
+@pytest.mark.parametrize("spread", [7, 1 << 20, 1 << 33, 1 << 62])
+def test_pair_order_sorts_pairs_of_any_size_by_first_then_second(spread):
+    from gpu_dedup.arrays import pair_order, pairs_ascend
+    rng = np.random.default_rng(spread % 1000)
+    a = rng.integers(0, spread, 3000, dtype=np.int64)
+    b = rng.integers(0, spread, 3000, dtype=np.int64)
+    a[:500] = a[500:1000]                      # repeated firsts and whole pairs
+    b[:250] = b[500:750]
+    order = pair_order(a, b)
+    assert order.tolist() == np.lexsort((b, a)).tolist()   # stable, as lexsort is
+    sa, sb = a[order], b[order]
+    keep = np.ones(sa.size, bool)
+    keep[1:] = (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])
+    assert pairs_ascend(sa[keep], sb[keep])
+    assert not pairs_ascend(sa, sb)            # repeated pairs are not distinct
+    if keep.sum() > 2:
+        i = np.flatnonzero(keep)
+        assert not pairs_ascend(sa[i][::-1], sb[i][::-1])

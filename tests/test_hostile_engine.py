@@ -163,7 +163,7 @@ FILES = [layout.final_file(CHUNK0, "kept"), layout.final_file(CHUNK1, "similarit
          layout.chunk_file(CHUNK1, layout.IDS),
          layout.signature_file(layout.block_key(0), layout.KEYS),
          layout.chunk_file(CHUNK0, layout.TEXT), layout.exact("reps"),
-         layout.selected("accepted")]
+         layout.selected("accepted_a"), layout.selected("accepted_b")]
 MARKERS = [layout.stage("assign") + layout.MARKER, layout.stage("read") + layout.MARKER,
            layout.chunk(CHUNK0) + layout.MARKER]
 SIMILARITY = layout.final_file(CHUNK0, "similarity")

@@ -3,6 +3,8 @@ inputs of every kind end to end (the module-level cases live in
 test_output_dir.py, test_io_inputs.py and test_cli_options.py)."""
 from __future__ import annotations
 
+import dataclasses
+
 import errno
 import gzip
 import json
@@ -106,13 +108,18 @@ def test_peak_above_the_budget_warns_with_the_figure(tmp_path, monkeypatch, capl
     assert any("peak resident memory" in r.message for r in caplog.records)
 
 
-def test_more_documents_than_positions_hold_is_refused(tmp_path, monkeypatch):
+def test_components_refuse_more_documents_than_their_pairs_hold(tmp_path, monkeypatch):
+    """Connected components pack pairs of positions into 64 bits and are
+    refused above that many documents; greedy selection, which keeps its
+    pairs as two 64-bit columns, takes the same run."""
     from gpu_dedup.engine import runner
     monkeypatch.setattr(runner, "MAX_DOCUMENTS", 100)
     src = _jsonl(tmp_path / "a.jsonl")
-    with pytest.raises(InputError, match="at most 100 "):
-        run([src], str(tmp_path / "out"), CFG)
+    with pytest.raises(InputError, match="components takes at most 100 .*--cluster greedy"):
+        run([src], str(tmp_path / "out"), dataclasses.replace(CFG, cluster="components"))
     assert not (tmp_path / "out").exists()
+    report = run([src], str(tmp_path / "greedy"), CFG, html=False)
+    assert report["documents"]["in"] == len(TEXTS) > 100
 
 
 def test_work_dir_inside_the_output_is_refused(tmp_path):

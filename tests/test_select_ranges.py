@@ -266,13 +266,14 @@ def test_batch_cuts_keep_a_key_in_one_batch():
 
 def test_the_lacking_document_of_a_pair():
     from gpu_dedup.engine.runner import lacking
-    from gpu_dedup.stages.lsh import pack_edges
     shared = np.array([1, 3], np.int64)                       # positions 1 and 3
     a = np.array([0, 1, 1, 0, 2])
     b = np.array([1, 2, 3, 4, 4])
-    edges = pack_edges(a, b)
+    edges = np.stack([a, b])
     assert lacking(edges, shared).tolist() == [0, 2, 1, 0, 2]
     assert lacking(edges, None).tolist() == a.tolist()
+    far = 1 << 40                                             # past 32 bits
+    assert lacking(edges + far, shared + far).tolist() == [x + far for x in [0, 2, 1, 0, 2]]
 
 
 @pytest.mark.parametrize("n,spread", [(0, 1), (1, 1), (2, 7), (1000, 1), (1000, 3),

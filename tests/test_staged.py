@@ -3,6 +3,7 @@ run's outputs byte for byte, whatever the partitioning, input format or
 configuration."""
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import os
@@ -500,3 +501,38 @@ def test_exact_arrays_merged_a_chunk_at_a_time(corpus, tmp_path):
     # the slices are gone once the stage's arrays hold them
     assert not [d for d, _s, _n in os.walk(work) if re.search(r"/exact/\d+/s\d{6}$", d)
                 and os.listdir(d)]
+
+
+@pytest.mark.parametrize("keep,scheduler", [("first", "none"), ("longest", "none"),
+                                            ("first", "processes")])
+def test_ranks_numbered_past_32_bits_give_the_same_bytes(corpus, tmp_path, monkeypatch,
+                                                         keep, scheduler):
+    """No cap on documents: the selection's ranks (and the pairs of them)
+    are 64-bit throughout. With the ranks numbered across 2**32 (some
+    below, most above), as a run of more than 2**32 documents numbers them,
+    out of core in several ranges, and in worker processes (which take the
+    numbering from their tasks, not from this process), the outputs are
+    those of the ranks numbered from 0."""
+    from gpu_dedup.engine import select_stage
+    paths, ref, ref_report = corpus
+    cfg = dataclasses.replace(CFG, keep=keep)
+    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 20)     # several ranges
+    kw = dict(memory_limit="64KiB", scheduler=scheduler,
+              **({"workers": 2} if scheduler != "none" else {}))
+    base = run_staged(paths, str(tmp_path / "base"), cfg, **kw)
+    far = (1 << 32) - 100
+    monkeypatch.setattr(select_stage, "RANK_BASE", far)
+    seen = []
+    real = select_stage.RangeSelector.problem
+
+    def problem(self, k, r0, entries, heads):
+        seen.extend([int(entries[1].min()), int(entries[1].max())])
+        return real(self, k, r0, entries, heads)
+    monkeypatch.setattr(select_stage.RangeSelector, "problem", problem)
+    report = run_staged(paths, str(tmp_path / "out"), cfg, **kw)
+    # the ranges read ranks on both sides of 2**32, none below the first
+    assert seen and far <= min(seen) < 1 << 32 < max(seen)
+    assert report["work"]["selection_ranges"] > 1
+    assert_same(base, str(tmp_path / "base"), report, str(tmp_path / "out"))
+    if keep == "first":
+        assert_same(ref_report, ref, report, str(tmp_path / "out"))

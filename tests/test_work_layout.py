@@ -170,7 +170,7 @@ def test_a_run_writes_only_under_the_layout(tmp_path, cluster):
     for name in layout.EXACT_FOR_ASSIGN:
         assert layout.exact(name) in files, name
     assert layout.exact("reps") in files
-    assert layout.selected("accepted") in files
+    assert layout.selected("accepted_a") in files and layout.selected("accepted_b") in files
     assert layout.chunk_file(layout.chunk_key(1, 0), layout.TEXT) in files
     batches = [f for f in files if f.startswith(layout.SELECT_BATCHES + "/")]
     assert batches, "no scores were saved: the batches' folder was not tested"

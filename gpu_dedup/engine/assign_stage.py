@@ -17,7 +17,7 @@ from ..stages.components import choose_kept, cluster_ids
 from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import chaining_summary
 from ..stages.summaries import add_counts, merge_similarity, top_clusters, values_in_bins
-from ..arrays import unique
+from ..arrays import pair_order, unique
 from . import layout, tasks
 from .assign_tasks import TOP, save_chunk, task_assign, task_cluster_sizes
 from .records import ScoreInputs
@@ -119,7 +119,8 @@ class AssignStage:
         """The exact and the accepted pairs, as document indices ``a < b``,
         sorted: ``(a, b, similarity, exact)``."""
         st = self.store
-        fa, fb = unpack_edges(st.load_npy(layout.selected("accepted")))
+        fa = st.load_npy(layout.selected("accepted_a"))
+        fb = st.load_npy(layout.selected("accepted_b"))
         scores = st.load_npy(layout.selected("scores"))
         fa = self.reps[fa]
         fb = self.reps[fb]
@@ -132,7 +133,7 @@ class AssignStage:
         lo = np.minimum(ea, eb)
         hi = np.maximum(ea, eb)
         del ea, eb
-        order = np.argsort(pack_edges(lo, hi), kind="stable")
+        order = pair_order(lo, hi)
         return lo[order], hi[order], sim[order], is_exact[order]
 
     def _select_components(self, ea, eb):
@@ -166,5 +167,5 @@ class AssignStage:
                 u, inv = unique(packed, return_inverse=True)
                 score = self._scorer(layout.ASSIGN_BATCHES, "assign",
                                      ScoreInputs(self.docs, self.blocks))
-                dsim[r[diff]] = score(u)[inv]
+                dsim[r[diff]] = score(np.stack(unpack_edges(u)))[inv]
         return dup, dsim

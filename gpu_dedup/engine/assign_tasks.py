@@ -20,13 +20,11 @@ import os
 
 import numpy as np
 
-from ..arrays import unique
-from ..stages.lsh import pack_edges, unpack_edges
+from ..arrays import pair_order, unique
 from ..stages.summaries import similarity_part, size_counts, top_clusters
 from . import layout
 from .tasks import Ctx
 
-_U64 = np.uint64
 #: The largest clusters each range of labels reports.
 TOP = 20
 
@@ -110,9 +108,9 @@ def _chunk_pairs(st, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> tup
     p0, p1 = _between(st, layout.exact("pair_rep"), d0, d1)
     ea = _slice(st, layout.exact("pair_rep"), p0, p1)
     eb = _slice(st, layout.exact("pair_member"), p0, p1)
-    lo, hi = _between(st, layout.selected("accepted"), _U64(g0) << _U64(32),
-                      _U64(g1) << _U64(32))
-    u, v = unpack_edges(_slice(st, layout.selected("accepted"), lo, hi))
+    lo, hi = _between(st, layout.selected("accepted_a"), g0, g1)
+    u = _slice(st, layout.selected("accepted_a"), lo, hi)
+    v = _slice(st, layout.selected("accepted_b"), lo, hi)
     fa = own[u - g0]
     fb = _take(st, layout.exact("reps"), v)
     scores = _slice(st, layout.selected("scores"), lo, hi)
@@ -120,7 +118,7 @@ def _chunk_pairs(st, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> tup
     b = np.concatenate([eb, fb])
     sim = np.concatenate([np.ones(ea.size), scores])
     ex = np.concatenate([np.ones(ea.size, dtype=bool), np.zeros(fa.size, dtype=bool)])
-    order = np.argsort(pack_edges(a, b), kind="stable")
+    order = pair_order(a, b)
     return a[order], b[order], sim[order], ex[order]
 
 

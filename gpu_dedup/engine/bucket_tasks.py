@@ -33,8 +33,8 @@ def ranked(off: np.ndarray, members: np.ndarray, rank: np.ndarray | None):
 
 def task_route(unit: dict, ctx: Ctx) -> dict:
     """Bucket unit ``unit['index']``'s buckets by group: ``unit`` has the
-    bucket unit's name (``source``), the routed unit's (``name``) and the
-    range bounds (``bounds``)."""
+    bucket unit's name (``source``), the routed unit's (``name``), the
+    range bounds (``bounds``) and the number of the first rank (``base``)."""
     st = ctx.store
     name = unit["name"]
     meta = st.done(name)
@@ -45,6 +45,8 @@ def task_route(unit: dict, ctx: Ctx) -> dict:
     rank = st.load_npy(layout.POS_RANK) if unit["ranked"] else None
     off, members = ranked(off, members, rank)
     del rank
+    if unit.get("base", 0):
+        members = members + int(unit["base"])
     files, groups = [], []
     for g, (o, m) in by_group(off, members, np.asarray(unit["bounds"])).items():
         for part, arr in ((layout.OFF, o), (layout.MEMBERS, m)):

@@ -55,10 +55,13 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   (keep="longest")
       first_round.npy             all candidate pairs (components)
     select/                       written by select; read by assign
-      accepted.npy, scores.npy    the accepted pairs and their similarity
+      accepted_a.npy, accepted_b.npy, scores.npy   the accepted pairs
+                                  (two columns of representative numbers) and
+                                  their similarity
       best.npy, rep_kept.npy, rep_dup.npy, rep_sim.npy   (greedy)
-      ranges/k{range}/removed.npy, duplicate_of.npy, similarity.npy, pairs.npy,
-                                  pair_scores.npy: what a range of ranks decided
+      ranges/k{range}/removed.npy, duplicate_of.npy, similarity.npy, pair_a.npy,
+                                  pair_b.npy, pair_scores.npy: what a range of
+                                  ranks decided
       batches/k{range}/c{call}/b{i}.npy   one batch of scores of a range of
                                   ranks (greedy), batches/c{call}/b{i}.npy
                                   (components; disk store; + .done)
@@ -282,8 +285,10 @@ def group_entries(group_unit: str, k: int) -> str:
 # -- select and assign --------------------------------------------------------------
 
 #: The select stage's arrays, ``NAME.npy``: of both ways of clustering,
-#: and of greedy selection only.
-SELECTED = ("accepted", "scores")
+#: and of greedy selection only. The accepted pairs of representative
+#: numbers are two int64 arrays, ``accepted_a < accepted_b``, sorted by
+#: ``(a, b)``: no pair is packed into one word, whatever the numbers.
+SELECTED = ("accepted_a", "accepted_b", "scores")
 SELECTED_GREEDY = SELECTED + ("best", "rep_kept", "rep_dup", "rep_sim")
 #: The per-document and per-pair result arrays of the assign stage.
 FINAL = ("cluster", "kept", "duplicate_of", "similarity", "pair_a", "pair_b",
@@ -302,7 +307,7 @@ def selected(name: str) -> str:
 
 
 #: What the select stage keeps of each range of ranks it decided.
-RANGE_ARRAYS = ("removed", "duplicate_of", "similarity", "pairs", "pair_scores")
+RANGE_ARRAYS = ("removed", "duplicate_of", "similarity", "pair_a", "pair_b", "pair_scores")
 
 
 def range_result(k: int, name: str) -> str:

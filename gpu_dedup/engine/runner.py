@@ -61,12 +61,12 @@ _U64 = np.uint64
 MIN_SCORE_BATCH = 1024
 
 
-def lacking(edges: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
-    """The representative position each packed pair of ``edges`` has to have
-    its shingle set built for: the first one not among the sorted ``shared``
-    positions (the first of the pair when there are none, or when it lacks
-    neither)."""
-    ia, ib = unpack_edges(edges)
+def lacking(pairs: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
+    """The representative position each pair of ``pairs`` (``(2, n)``) has
+    to have its shingle set built for: the first one not among the sorted
+    ``shared`` positions (the first of the pair when there are none, or
+    when it lacks neither)."""
+    ia, ib = pairs[0], pairs[1]
     if shared is None:
         return ia
     has_a = tasks.row_in(shared, ia) >= 0
@@ -150,10 +150,11 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
     # -- stages -----------------------------------------------------------
     def read(self, units: list, task) -> Documents:
         docs = super().read(units, task)
-        if docs.count > MAX_DOCUMENTS:
-            raise InputError(f"{docs.count:,} documents: a run takes at most "
-                             f"{MAX_DOCUMENTS:,} (document positions are packed in 32 bits); "
-                             f"split the inputs and deduplicate the parts against each other")
+        if docs.count > MAX_DOCUMENTS and self.cfg.cluster == "components":
+            raise InputError(f"{docs.count:,} documents: --cluster components takes at most "
+                             f"{MAX_DOCUMENTS:,} (it labels the whole graph in one process, "
+                             f"its pairs packed in 64 bits); use --cluster greedy, which "
+                             f"takes any number")
         self.avg_text = (sum(c.get("text_bytes", 0) for c in docs.chunks) / docs.count
                          if docs.count else 1.0)
         if self.context is not None and self.context.docs:
@@ -286,7 +287,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         return meta
 
     def _score_batches(self, edges: np.ndarray, sets) -> tuple[list, np.ndarray | None]:
-        """``edges`` cut into the batches of one scoring call, and the order
+        """``edges`` (pairs, ``(2, n)``) cut into the batches of one scoring
+        call, and the order
         they were taken in (None: as they are). Several batches are taken in
         the order of the document each pair lacks in the shared ``sets`` (its
         first one when there are none): each batch then builds the sets of
@@ -300,20 +302,22 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         # at least 1,024 edges a batch (below that, per-task overhead dominates),
         # and a batch for each worker when there are several
         size = max(MIN_SCORE_BATCH, int(self.plan.task_bytes // (4 * per_doc)))
+        n = edges.shape[1]
         if self.ex.concurrency > 1:
-            size = max(MIN_SCORE_BATCH, min(size, -(-edges.size // self.ex.concurrency)))
-        if edges.size <= size:
+            size = max(MIN_SCORE_BATCH, min(size, -(-n // self.ex.concurrency)))
+        if n <= size:
             return [edges], None
         shared = None if sets is None else tasks.host(self.be, sets[0])
         key = lacking(edges, shared)
         order = stable_order(key)
-        edges, key = edges[order], key[order]
-        return [edges[s:e] for s, e in batch_cuts(key, size)], order
+        edges, key = edges[:, order], key[order]
+        return [np.ascontiguousarray(edges[:, s:e]) for s, e in batch_cuts(key, size)], order
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0,
                 share=None):
-        """``score(packed) -> float64``: the similarity of packed pairs of
-        representative positions, in batches through the executor; on a disk
+        """``score(pairs) -> float64``: the similarity of pairs of
+        representative positions (int64 ``(2, n)``: first positions, then
+        second ones), in batches through the executor; on a disk
         store each batch is saved as it completes, and a rerun reuses it.
         Scores below ``floor`` need not be exact (only whether they reach it
         matters to the caller). ``share(positions)``, when given, is asked
@@ -326,16 +330,14 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         held = [inputs]
         asked: list = []
 
-        def score(packed):
+        def score(pairs):
             calls[0] += 1
             c = calls[0]
+            pairs = np.asarray(pairs, dtype=np.int64).reshape(2, -1)
             if share is not None and held[0].sets is None and not asked:
                 asked.append(True)
-                ia, ib = unpack_edges(packed)
-                held[0] = dataclasses.replace(held[0],
-                                              sets=share(unique(np.concatenate([ia, ib]))))
-                del ia, ib
-            batches, order = self._score_batches(packed, held[0].sets)
+                held[0] = dataclasses.replace(held[0], sets=share(unique(pairs.reshape(-1))))
+            batches, order = self._score_batches(pairs, held[0].sets)
             out = [None] * len(batches)
             todo = []
             for i, b in enumerate(batches):
@@ -366,7 +368,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                             self.ctx, held[0], on_done=on_done)
             if len(out) == 1:
                 return out[0]
-            scores = np.empty(packed.size, np.float64)
+            scores = np.empty(pairs.shape[1], np.float64)
             scores[order] = np.concatenate(out)
             return scores
 
@@ -403,11 +405,13 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         score = self._scorer(layout.SELECT_BATCHES, "select", inputs)
         del ia, ib
         keys = BandKeys(self.ctx, blocks, self.R, cfg.bands)
-        er = verified_edges(first, keys, score, float(cfg.threshold), cfg.max_rounds,
-                            accept_all=not cfg.verify)
+        er = verified_edges(first, keys, lambda packed: score(np.stack(unpack_edges(packed))),
+                            float(cfg.threshold), cfg.max_rounds, accept_all=not cfg.verify)
         score.release()                 # the shared sets
         del inputs
-        st.save_npy(layout.selected("accepted"), er.accepted)
+        a, b = unpack_edges(er.accepted)
+        st.save_npy(layout.selected("accepted_a"), a)
+        st.save_npy(layout.selected("accepted_b"), b)
         st.save_npy(layout.selected("scores"), er.scores)
         return {"candidates": er.candidates, "rounds": er.rounds, "skipped": 0,
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),

@@ -14,9 +14,8 @@ import math
 
 import numpy as np
 
-from ..arrays import concat_csr
+from ..arrays import concat_csr, pair_order, pairs_ascend
 from ..memory import process_rss, release_memory
-from ..stages.lsh import pack_edges, unpack_edges
 from ..stages.select import WINDOW
 from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bounds,
                                     select_range)
@@ -31,6 +30,11 @@ from .records import Blocks, Documents, ScoreInputs
 BYTES_PER_ENTRY = 2048
 #: Bytes the shingle sets of a document take per byte of its text.
 SET_BYTES_PER_TEXT_BYTE = 12
+#: The number of the first rank: the representative of priority ``i`` has
+#: rank ``RANK_BASE + i``. 0 in every run; the tests number ranks past
+#: 2**32 with it, to show that no step of the selection packs a rank, or a
+#: pair of them, into 32 bits (as a run of more than 2**32 documents has).
+RANK_BASE = 0
 
 
 class SelectStage:
@@ -54,7 +58,8 @@ class SelectStage:
         room = max(room, budget / 8)
         ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
                      math.ceil(sets / (budget / 4)))
-        bounds = rank_bounds(self.R, ranges)
+        base = int(RANK_BASE)
+        bounds = rank_bounds(self.R, ranges) + base
         folder = layout.ranges_folder(grid, bounds.size - 1)
         ranked = self.cfg.keep == "longest"
         if ranked:
@@ -66,7 +71,7 @@ class SelectStage:
             del rank
         b = bounds.tolist()
         routes = [{"name": layout.route_unit(folder, i), "source": n, "bounds": b,
-                   "ranked": ranked} for i, n in enumerate(names)]
+                   "ranked": ranked, "base": base} for i, n in enumerate(names)]
         routed = self._map("buckets", bucket_tasks.task_route, routes)
         groups = sorted({g for r in routed for g in r["groups"]})
         items = [{"name": layout.bucket_group(folder, g), "group": g, "bounds": b,
@@ -77,7 +82,7 @@ class SelectStage:
                 "ranges": r["ranges"]} for it, r in zip(items, made)]
         files = [f for c in cut for f in layout.files(c["name"], (layout.OFF, layout.MEMBERS))]
         files += [layout.group_entries(c["name"], k) for c in cut for k in c["ranges"]]
-        meta = {"ranges": bounds.size - 1, "bounds": b, "groups": cut,
+        meta = {"ranges": bounds.size - 1, "bounds": b, "rank_base": base, "groups": cut,
                 "buckets": sum(c["buckets"] for c in cut),
                 "bucket_entries": sum(c["entries"] for c in cut)}
         return meta, files
@@ -92,11 +97,13 @@ class SelectStage:
         del best
         groups = meta["groups"]
         bounds = np.asarray(meta["bounds"], dtype=np.int64)
+        rank0 = int(meta.get("rank_base", 0))
         base = np.zeros(len(groups) + 1, dtype=np.int64)
         np.cumsum([int(g["buckets"]) for g in groups], out=base[1:])
         fixed = int(np.searchsorted(self.reps, self.C)) if self.C else 0
         selector = RangeSelector(self.R, int(cfg.bucket_limit),
-                                 StoreRangeState(st, bounds, int(cfg.bucket_limit)), fixed)
+                                 StoreRangeState(st, bounds, int(cfg.bucket_limit)),
+                                 rank0 + fixed)
         width = WINDOW * int(cfg.bucket_limit)
 
         def heads(buckets):
@@ -127,29 +134,30 @@ class SelectStage:
             held = []
 
             def scorer(ranks, k=k, held=held):
-                own = self._own_positions(ranks, int(bounds[k]), pos_of_rank)
+                own = self._own_positions(ranks, int(bounds[k]), pos_of_rank, rank0)
                 score = self._scorer(layout.range_batches(k), "select",
                                      ScoreInputs(docs, blocks), floor,
                                      share=lambda pos, own=own: self._shared_sets(
                                          np.intersect1d(pos, own, assume_unique=True)))
                 held.append(score)
 
-                def score_ranks(packed):
-                    if pos_of_rank is None:      # ranks are positions
-                        return score(packed)
-                    u, v = unpack_edges(packed)
-                    u, v = pos_of_rank[u], pos_of_rank[v]
-                    return score(pack_edges(np.minimum(u, v), np.maximum(u, v)))
+                def score_ranks(pairs):
+                    u, v = self._at(pairs[0], pos_of_rank, rank0), \
+                        self._at(pairs[1], pos_of_rank, rank0)
+                    if pos_of_rank is None:      # ranks are positions, in order
+                        return score(np.stack([u, v]))
+                    return score(np.stack([np.minimum(u, v), np.maximum(u, v)]))
                 if floor and self.bound_rows_stored:
                     # the bound rows of every document the range reads, by rank
-                    where = ranks if pos_of_rank is None else pos_of_rank[ranks]
-                    score_ranks.bounds = (bound_rows_of(st, blocks, where), floor)
+                    score_ranks.bounds = (bound_rows_of(st, blocks,
+                                                        self._at(ranks, pos_of_rank, rank0)),
+                                          floor)
                 return score_ranks
 
             res = select_range(selector, k, int(bounds[k]), entries, heads, scorer,
                                float(cfg.threshold), accept_all=not cfg.verify,
                                select=self.be.select)
-            if res.pairs.size > 1 and not (res.pairs[1:] > res.pairs[:-1]).all():
+            if not pairs_ascend(res.pair_a, res.pair_b):
                 raise RuntimeError(f"range {k}: its similar pairs are not sorted and distinct")
             for name in layout.RANGE_ARRAYS:       # kept in the store, not here
                 if name != "removed":               # saved by the state already
@@ -162,35 +170,43 @@ class SelectStage:
             del entries, held
             release_memory(collect=False)   # the range's arrays, back to the system
         return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
-                                    calls)
+                                    calls, rank0)
 
-    def _by_first_range(self, ran: list, bounds: np.ndarray, name: str):
-        """Array ``name`` (``pairs`` or ``pair_scores``) of the ranges ``ran``,
-        in the order of their packed pairs (ranks, ``keep="first"``), one
-        range of first members after the other. A range's pairs are sorted
+    def _by_first_range(self, ran: list, bounds: np.ndarray, name: str, shift: int = 0):
+        """Array ``name`` (``pair_a``, ``pair_b`` or ``pair_scores``) of the
+        ranges ``ran``, in the order of their pairs (ranks, ``keep="first"``),
+        one range of first members after the other, less ``shift`` (ranks
+        to positions) unless it is the scores. A range's pairs are sorted
         and their later members in the range, so range ``j``'s first members
         are in slices of the pairs of ranges ``j`` and later."""
         st = self.store
         for j in range(bounds.size - 1):
-            lo, hi = (np.uint64(int(x)) << np.uint64(32) for x in bounds[j:j + 2])
-            keys, vals = [], []
+            firsts, seconds, vals = [], [], []
             for k in ran:
                 if k < j:
                     continue
-                p = st.load_npy(layout.range_result(k, "pairs"), mmap=True)
-                a, b = np.searchsorted(p, [lo, hi])
-                if b > a:
-                    keys.append(np.asarray(p[a:b]))
-                    if name != "pairs":
-                        vals.append(np.asarray(st.load_npy(layout.range_result(k, name),
-                                                           mmap=True)[a:b]))
+                p = st.load_npy(layout.range_result(k, "pair_a"), mmap=True)
+                a, b = np.searchsorted(p, bounds[j:j + 2])
                 del p
-            if keys:
-                keys = np.concatenate(keys)
-                order = np.argsort(keys, kind="stable")
-                yield (keys if name == "pairs" else np.concatenate(vals))[order]
+                if b > a:
+                    for out, part in ((firsts, "pair_a"), (seconds, "pair_b"),
+                                      (vals, name)):
+                        out.append(np.asarray(st.load_npy(layout.range_result(k, part),
+                                                          mmap=True)[a:b]))
+            if firsts:
+                order = pair_order(np.concatenate(firsts), np.concatenate(seconds))
+                out = np.concatenate(vals)[order]
+                yield out if name == "pair_scores" else out - shift
 
-    def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank) -> np.ndarray:
+    @staticmethod
+    def _at(ranks: np.ndarray, pos_of_rank, rank0: int) -> np.ndarray:
+        """The representatives' positions of ``ranks`` (numbered from
+        ``rank0``)."""
+        ranks = np.asarray(ranks, dtype=np.int64) - rank0
+        return ranks if pos_of_rank is None else pos_of_rank[ranks]
+
+    def _own_positions(self, ranks: np.ndarray, r0: int, pos_of_rank,
+                       rank0: int = 0) -> np.ndarray:
         """The positions (sorted) of the range's own documents among the
         sorted ``ranks`` it reads (ranks from ``r0``). Their scoring shares
         the shingle sets of those of them in its first pairs scored exactly
@@ -201,21 +217,18 @@ class SelectStage:
         batch those of a few neighbouring chunks and each document by one
         batch of a call (:meth:`~gpu_dedup.engine.runner.Runner._score_batches`)."""
         cut = int(np.searchsorted(ranks, r0))
-        return self._positions(ranks[cut:], pos_of_rank)
-
-    @staticmethod
-    def _positions(ranks: np.ndarray, pos_of_rank) -> np.ndarray:
-        """The representatives' positions of sorted ``ranks``, sorted."""
-        return ranks if pos_of_rank is None else np.sort(pos_of_rank[ranks])
+        own = self._at(ranks[cut:], pos_of_rank, rank0)
+        return own if pos_of_rank is None else np.sort(own)
 
     def _save_selection(self, results: dict, bounds: np.ndarray, pos_of_rank,
-                        calls: int) -> dict:
+                        calls: int, rank0: int = 0) -> dict:
         """What the ranges decided (``results``: each range's counts, its
         arrays in the store), saved by representative position: each
         representative's duplicate and similarity written range after range
         (for ``keep="first"``, ranks are positions), never an array over
         every representative; for ``keep="longest"`` ranks are turned into
-        positions over the whole arrays."""
+        positions over the whole arrays. Ranks are numbered from ``rank0``;
+        what is saved is numbered by representative, from 0."""
         st = self.store
 
         def dense(name, fill, dtype):
@@ -226,8 +239,8 @@ class SelectStage:
                     removed = st.load_npy(layout.range_result(k, "removed")) - r0
                     if removed.size and (removed[0] < 0 or removed[-1] >= r1 - r0):
                         raise RuntimeError(f"range {k} decided ranks outside {r0}..{r1 - 1}")
-                    piece[removed] = (False if name == "kept"
-                                      else st.load_npy(layout.range_result(k, name)))
+                    got = False if name == "kept" else st.load_npy(layout.range_result(k, name))
+                    piece[removed] = got - rank0 if name == "duplicate_of" else got
                 yield piece
 
         ran = sorted(results)
@@ -240,12 +253,14 @@ class SelectStage:
                                self.R)
             # the accepted pairs sorted, a range of first members at a time: a
             # range's pairs are sorted, and those of each first range a slice
-            verified = sum(int(st.load_npy(layout.range_result(k, "pairs"), mmap=True).shape[0])
-                           for k in ran)
-            for name, dtype, out in (("pairs", np.uint64, "accepted"),
+            verified = sum(int(st.load_npy(layout.range_result(k, "pair_a"),
+                                           mmap=True).shape[0]) for k in ran)
+            for name, dtype, out in (("pair_a", np.int64, "accepted_a"),
+                                     ("pair_b", np.int64, "accepted_b"),
                                      ("pair_scores", np.float64, "scores")):
                 st.save_npy_pieces(layout.selected(out),
-                                   self._by_first_range(ran, bounds, name), dtype, verified)
+                                   self._by_first_range(ran, bounds, name, rank0), dtype,
+                                   verified)
         else:
             kept = np.concatenate(list(dense("kept", True, bool)))
             dup = np.concatenate(list(dense("duplicate_of", -1, np.int64)))
@@ -261,19 +276,18 @@ class SelectStage:
             st.save_npy(layout.selected("rep_dup"), dup_p)
             st.save_npy(layout.selected("rep_sim"), sim_p)
             del kept, kept_p, dup_p, sim_p
-            pairs = np.concatenate([st.load_npy(layout.range_result(k, "pairs")) for k in ran]
-                                   or [np.zeros(0, np.uint64)])
-            scores = np.concatenate([st.load_npy(layout.range_result(k, "pair_scores"))
-                                     for k in ran] or [np.zeros(0)])
-            u, v = unpack_edges(pairs)
-            u, v = pos_of_rank[u], pos_of_rank[v]
-            pairs = pack_edges(np.minimum(u, v), np.maximum(u, v))
-            del u, v
-            order = np.argsort(pairs, kind="stable")
-            st.save_npy(layout.selected("accepted"), pairs[order])
+            u, v, scores = (np.concatenate([st.load_npy(layout.range_result(k, name))
+                                            for k in ran] or [np.zeros(0, dtype)])
+                            for name, dtype in (("pair_a", np.int64), ("pair_b", np.int64),
+                                                ("pair_scores", np.float64)))
+            u, v = self._at(u, pos_of_rank, rank0), self._at(v, pos_of_rank, rank0)
+            u, v = np.minimum(u, v), np.maximum(u, v)
+            order = pair_order(u, v)
+            st.save_npy(layout.selected("accepted_a"), u[order])
+            st.save_npy(layout.selected("accepted_b"), v[order])
             st.save_npy(layout.selected("scores"), scores[order])
-            verified = int(pairs.size)
-            del order, pairs, scores
+            verified = int(u.size)
+            del order, u, v, scores
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was

@@ -49,7 +49,7 @@ from ..kernels import cpu as cpu_kernels
 from ..kernels.buckets import keys_of_partition, split_segments
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
-from ..stages.lsh import distinct_buckets, split_ways, unpack_edges
+from ..stages.lsh import distinct_buckets, split_ways
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from . import layout
@@ -377,15 +377,19 @@ def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
 # -- verify --------------------------------------------------------------------
 
 def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
-    """Scores of packed candidate edges (representative positions): the exact
-    Jaccard of the two shingle sets, or the signature estimate.
+    """Scores of candidate pairs of representative positions (int64 ``(2,
+    n)``: first positions, then second ones): the exact Jaccard of the two
+    shingle sets, or the signature estimate.
 
-    ``item`` is the edges, or ``(edges, floor)``: then only scores at or
+    ``item`` is the pairs, or ``(pairs, floor)``: then only scores at or
     above ``floor`` need be exact (see ``Backend.jaccard_rows``)."""
     edges, floor = item if isinstance(item, tuple) else (item, 0.0)
     cfg = ctx.cfg
     be = backend_of(ctx)
-    ia, ib = unpack_edges(edges)
+    edges = np.asarray(edges)
+    if edges.ndim != 2 or edges.shape[0] != 2:
+        raise ValueError(f"pairs to score come as an array (2, n), not {edges.shape}")
+    ia, ib = edges[0], edges[1]
     if cfg.similarity == "jaccard" and cfg.verify:
         if inputs.sets is not None:
             return _score_with(ctx, be, inputs, ia, ib, floor)

@@ -126,7 +126,8 @@ class RangeResult:
     removed: np.ndarray         # the range's removed ranks, ascending
     duplicate_of: np.ndarray    # the kept rank each names
     similarity: np.ndarray      # the score to it
-    pairs: np.ndarray           # packed similar pairs whose later rank is in the range
+    pair_a: np.ndarray          # similar pairs whose later rank is in the range:
+    pair_b: np.ndarray          # (pair_a, pair_b) ranks, a < b, sorted and distinct
     pair_scores: np.ndarray
     comparisons: int
     skipped: int
@@ -288,19 +289,25 @@ class RangeSelector:
         h_t = np.repeat(np.arange(touched.size, dtype=np.int64), np.diff(h_off))
         early = h_mem < r0
         k_t = np.repeat(np.arange(touched.size, dtype=np.int64), kc)
-        # (local bucket, rank) pairs sorted and distinct; both below 2**32
-        # (ranks: MAX_DOCUMENTS), so one sort of them packed into 64 bits
+        # (local bucket, rank) pairs sorted and distinct: the ranks (of any
+        # size) numbered among those the range reads, and both numbers,
+        # below 2**32 in one task, sorted packed into 64 bits
+        r = np.concatenate([h_mem[early], cl, rank])
+        ranks = unique(r)
+        if ranks.size >= 1 << 32 or touched.size >= 1 << 32:
+            raise RuntimeError(f"range {k}: {ranks.size:,} ranks in {touched.size:,} buckets "
+                               f"do not fit one task; cut the ranks into more ranges")
         tr = np.concatenate([h_t[early], k_t, t_of]).astype(np.uint64) << np.uint64(32)
-        tr |= np.concatenate([h_mem[early], cl, rank]).astype(np.uint64)
+        tr |= rows_in(ranks, r).astype(np.uint64)
+        del r
         tr = unique(tr)
         t = (tr >> np.uint64(32)).astype(np.int64)
-        r = (tr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        members = (tr & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        r = ranks[members]
         del tr
-        ranks = unique(r)
         fixed = int(np.searchsorted(ranks, max(int(r0), self.fixed)))
         off = np.zeros(touched.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(t, minlength=touched.size), out=off[1:])
-        members = rows_in(ranks, r)
         kept = np.ones(ranks.size, dtype=bool)
         kept[:fixed] = self.state.kept(ranks[:fixed])
         prior_kept = (r < r0) & kept[members]
@@ -319,8 +326,9 @@ class RangeSelector:
         dup = np.asarray(sel.duplicate_of)[F:][gone]
         a, b = unpack_edges(np.asarray(sel.pairs))
         self._pass_on(local, kept_all[rows_in(ranks, local.entries[1])])
+        # local ranks ascend with the global ones: the pairs stay sorted
         return RangeResult(removed, ranks[dup], np.asarray(sel.similarity)[F:][gone],
-                           pack_edges(ranks[a], ranks[b]), np.asarray(sel.pair_scores),
+                           ranks[a], ranks[b], np.asarray(sel.pair_scores),
                            int(sel.comparisons), int(sel.skipped), int(sel.rounds),
                            int(sel.scored), sel.where)
 
@@ -362,9 +370,9 @@ def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, 
                  select=greedy_select) -> RangeResult:
     """Decide range ``k``, from rank ``r0``: the rule (``select``, with :func:`greedy_select`'s
     arguments) over its cut-down buckets. ``scorer(ranks)`` gives the
-    function that scores packed pairs of global ranks, for pairs among the
-    sorted global ``ranks`` the range reads (a store may load what they
-    need first). When that function has ``bounds = (rows, floor)``, the
+    function that scores pairs of global ranks (an int64 array ``(2, n)``:
+    first ranks, then second ranks), for pairs among the sorted global
+    ``ranks`` the range reads (a store may load what they need first). When that function has ``bounds = (rows, floor)``, the
     bound rows of ``ranks`` (:mod:`gpu_dedup.engine.bounds`) and the score
     that matters, the pairs whose bound is below ``floor`` are settled with
     their bound (a value below ``floor``, never reaching the threshold) and
@@ -378,12 +386,12 @@ def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, 
     def score_local(packed):
         u, v = unpack_edges(packed)
         if rows is None:
-            return score_fn(pack_edges(ranks[u], ranks[v]))
+            return score_fn(np.stack([ranks[u], ranks[v]]))
         out = jaccard_upper_bounds(rows, u, v)
         open_ = np.flatnonzero(out >= floor)
         settled[0] += int(packed.size - open_.size)
         if open_.size:
-            out[open_] = score_fn(pack_edges(ranks[u[open_]], ranks[v[open_]]))
+            out[open_] = score_fn(np.stack([ranks[u[open_]], ranks[v[open_]]]))
         return out
 
     sel = select(local.off, local.members, int(ranks.size), score_local, threshold,
@@ -396,7 +404,9 @@ def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, 
 
 def merge(results, n: int) -> Selection:
     """The ranges' results (an iterable: each may be loaded as it comes) as
-    one :class:`Selection` over ranks ``0 .. n - 1``."""
+    one :class:`Selection` over ranks ``0 .. n - 1``, held in memory (its
+    pairs packed, as :func:`~gpu_dedup.stages.select.greedy_select` gives
+    them)."""
     kept = np.ones(n, dtype=bool)
     dup = np.full(n, -1, dtype=np.int64)
     sim = np.full(n, np.nan)
@@ -405,7 +415,7 @@ def merge(results, n: int) -> Selection:
         kept[r.removed] = False
         dup[r.removed] = r.duplicate_of
         sim[r.removed] = r.similarity
-        pairs.append(r.pairs)
+        pairs.append(pack_edges(r.pair_a, r.pair_b))
         scores.append(r.pair_scores)
         counts += (r.comparisons, r.skipped, r.rounds, r.scored)
         where = r.where if where is None else where
@@ -458,7 +468,11 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
         return concat_csr(parts)
 
     selector = RangeSelector(n, limit, state or RangeState(bounds, limit), fixed)
+
+    def scorer(ranks):                  # score_fn takes packed pairs, as greedy_select's
+        return lambda pairs: score_fn(pack_edges(pairs[0], pairs[1]))
+
     results = [select_range(selector, k, int(bounds[k]), np.concatenate(entries[k], axis=1),
-                            heads, lambda ranks: score_fn, threshold, accept_all, select)
+                            heads, scorer, threshold, accept_all, select)
                for k in range(bounds.size - 1) if k in entries]
     return merge(results, n)
