@@ -25,6 +25,7 @@ from .text import codepoint_count, fold_spaces_doc, has_shingle
 from .threads import for_range
 
 SEED0 = U64(0)
+U32 = np.uint32
 BLOCK = 256
 
 
@@ -100,8 +101,9 @@ TABLE_PROBES = 64
 @njit(cache=True, stand_in="vector_misc.probe_table")
 def _probe_table(q, K):
     """The first :data:`TABLE_PROBES` probes of every bin (``K x
-    TABLE_PROBES`` int32; :func:`kernels.hashing.oph_probe`)."""
-    out = np.empty((K, TABLE_PROBES), np.int32)
+    TABLE_PROBES`` uint32, unsigned so that indexing by them needs no test
+    for a negative index; :func:`kernels.hashing.oph_probe`)."""
+    out = np.empty((K, TABLE_PROBES), np.uint32)
     for k in range(K):
         for t in range(TABLE_PROBES):
             out[k, t] = oph_probe(q, k, t, K)
@@ -116,20 +118,22 @@ def _densify(q, probes, row, filled, flag, src):
     itself), then the bins none of them reached probed one by one by
     :func:`kernels.hashing.oph_source` (the table ``probes``,
     :func:`_probe_table`, then probes computed). ``flag`` (uint8) and ``src``
-    (int64) are scratch of ``K``."""
+    (uint32) are scratch of ``K``; every index is unsigned (a quarter of the
+    time of signed ones, which Numba tests for wrapping around)."""
     K = row.shape[0]
+    none = U32(0xFFFFFFFF)
     for k in range(K):
         flag[k] = oph_filled(filled, k)
     for k in range(K):
-        c = -1
+        c = none
         for t in range(FIRST_PROBES - 1, -1, -1):
             p = probes[k, t]
             c = p if flag[p] else c
-        src[k] = k if flag[k] else c
+        src[k] = U32(k) if flag[k] else c
     for k in range(K):
         c = src[k]
-        if c < 0:
-            c = oph_source(q, probes, filled, k, FIRST_PROBES)
+        if c == none:
+            c = U32(oph_source(q, probes, filled, k, FIRST_PROBES))
         row[k] = row[c]
 
 
@@ -154,7 +158,7 @@ def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, pro
         pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
         filled = np.empty((K + 63) // 64, np.uint64)
         flag = np.empty(K, np.uint8)
-        src = np.empty(K, np.int64)
+        src = np.empty(K, np.uint32)
         for t in range(lo, hi):
             i = docs[t]
             cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,

@@ -110,8 +110,8 @@ def probe_bins(base, t, K):
 
 def probe_table(q, K):
     """``kernels.cpu._probe_table``: the first :data:`TABLE_PROBES` probes
-    of every bin, ``K x TABLE_PROBES`` int32."""
-    return probe_bins(probe_bases(q, K), np.arange(TABLE_PROBES), K).astype(np.int32)
+    of every bin, ``K x TABLE_PROBES`` uint32."""
+    return probe_bins(probe_bases(q, K), np.arange(TABLE_PROBES), K).astype(np.uint32)
 
 
 def band_keys_rows(sig, bands, rows, out, i0, i1):
