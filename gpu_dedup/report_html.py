@@ -251,7 +251,7 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
         gone_n += np.bincount(place, minlength=labels.size)
         # the first removed members of each cluster, in document order
         keep = np.zeros(at.size, dtype=bool)
-        for p in np.unique(place):
+        for p in unique(place):
             take = np.flatnonzero(place == p)[:max(0, REMOVED_PER_CLUSTER - int(shown_n[p]))]
             keep[take] = True
             shown_n[p] += take.size

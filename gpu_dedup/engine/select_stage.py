@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..arrays import concat_csr, pair_order, pairs_ascend
+from ..arrays import concat_csr, pair_order, pairs_ascend, unique
 from ..memory import process_rss, release_memory
 from ..stages.select import WINDOW
 from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bounds,
@@ -109,7 +109,7 @@ class SelectStage:
         def heads(buckets):
             gi = np.searchsorted(base, buckets, side="right") - 1
             parts = []
-            for i in np.unique(gi):
+            for i in unique(gi):
                 g = groups[int(i)]["name"]
                 off = st.load_npy(layout.file(g, layout.OFF), mmap=True)
                 mem = st.load_npy(layout.file(g, layout.MEMBERS), mmap=True)

@@ -464,7 +464,7 @@ def select_in_ranges(bucket_off, members, n: int, score_fn, threshold: float,
     def heads(buckets):
         gi = np.searchsorted(starts, buckets, side="right") - 1
         parts = [heads_of(*groups[keys[i]], buckets[gi == i] - starts[i], WINDOW * limit)
-                 for i in np.unique(gi)]
+                 for i in unique(gi)]
         return concat_csr(parts)
 
     selector = RangeSelector(n, limit, state or RangeState(bounds, limit), fixed)
