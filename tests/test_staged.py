@@ -536,3 +536,54 @@ def test_ranks_numbered_past_32_bits_give_the_same_bytes(corpus, tmp_path, monke
     assert_same(base, str(tmp_path / "base"), report, str(tmp_path / "out"))
     if keep == "first":
         assert_same(ref_report, ref, report, str(tmp_path / "out"))
+
+
+def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_path,
+                                                                 monkeypatch):
+    """keep="longest": the priority computed by tasks, in several parts of
+    the order and chunks (``engine/priority.py``), is the order of one sort
+    of every representative's key (the length of the longest document of
+    its group, longest first, then that document's position), its inverse,
+    and each group's kept document, as the work directory holds them."""
+    import glob
+
+    import numpy as np
+    from gpu_dedup.engine import priority
+    paths, _, _ = corpus
+    cfg = dataclasses.replace(CFG, keep="longest")
+    sizes = []
+    real = priority.task_order
+
+    def task_order(item, ctx, rep_starts):
+        out = real(item, ctx, rep_starts)
+        sizes.append(out["n"])
+        return out
+    monkeypatch.setattr(priority, "task_order", task_order)
+    monkeypatch.setattr(priority, "BYTES_PER_KEY", 1024)        # parts of about 64 keys
+    report = run_staged(paths, str(tmp_path / "out"), cfg, memory_limit="64KiB",
+                        work_dir=str(tmp_path / "work"), keep_work_dir=True)
+    assert report["work"]["chunks"] > 3
+    assert len(sizes) > 5 and max(sizes) <= 3 * 64             # parts bounded by the samples
+    root = glob.glob(str(tmp_path / "work" / "*"))[0]
+
+    def load(rel):
+        return np.load(os.path.join(root, rel))
+    reps, members = load(layout.exact("reps")), load(layout.exact("members"))
+    member_rep = load(layout.exact("member_rep"))
+    lengths = np.concatenate([load(layout.chunk_file(k, layout.LENGTHS)) for k in sorted(
+        os.path.basename(p)[:-len(".done")] for p in glob.glob(os.path.join(root, "read", "*.done")))])
+    assert lengths.size == report["documents"]["in"]
+    # the reference: every key at once
+    group = np.concatenate([np.arange(reps.size), np.searchsorted(reps, member_rep)])
+    docs = np.concatenate([reps, members])
+    length = lengths[docs].astype(np.int64)
+    order = np.lexsort((docs, -length, group))
+    head = np.ones(order.size, bool)
+    head[1:] = group[order][1:] != group[order][:-1]
+    best, best_len = docs[order[head]], length[order[head]]
+    pos_of_rank = np.lexsort((best, -best_len))
+    assert np.array_equal(load(layout.BEST), best)
+    assert np.array_equal(load(layout.POS_OF_RANK), pos_of_rank)
+    assert np.array_equal(load(layout.POS_RANK)[pos_of_rank], np.arange(reps.size))
+    assert (np.diff(best_len[pos_of_rank]) <= 0).all() and len(set(best_len.tolist())) > 3
+    assert not glob.glob(os.path.join(root, layout.PRIORITY, "**", "*.npy"), recursive=True)

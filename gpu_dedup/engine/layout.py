@@ -51,8 +51,13 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   space, by the range of their first member
         g{group}.off.npy, .members.npy  a group's distinct buckets (+ .done)
         g{group}/k{range}.npy     their entries in a range (bucket, rank, place)
-      pos_rank.npy                the rank of each representative
-                                  (keep="longest")
+      pos_rank.npy, pos_of_rank.npy, best.npy   keep="longest": the rank
+                                  of each representative, the representative
+                                  of each rank, the document each group keeps
+      priority/                   where those are computed: c{chunk}/ (best,
+                                  best_len, rank of its representatives),
+                                  route/c{chunk}/p{part}.npy, order/p{part}.npy,
+                                  inverse/p{part}/c{chunk}.npy
       first_round.npy             all candidate pairs (components)
     select/                       written by select; read by assign
       accepted_a.npy, accepted_b.npy, scores.npy   the accepted pairs
@@ -62,6 +67,9 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
       ranges/k{range}/removed.npy, duplicate_of.npy, similarity.npy, pair_a.npy,
                                   pair_b.npy, pair_scores.npy: what a range of
                                   ranks decided
+      ranked/k{range}/c{chunk}/removed.npy, pairs.npy   keep="longest": a
+                                  range's decisions routed to the chunk of
+                                  their representative (deleted once written)
       batches/k{range}/c{call}/b{i}.npy   one batch of scores of a range of
                                   ranks (greedy), batches/c{call}/b{i}.npy
                                   (components; disk store; + .done)
@@ -240,9 +248,38 @@ OFF = ".off.npy"
 MEMBERS = ".members.npy"
 EDGES = ".npy"
 
-#: keep="longest": the rank of each representative.
+#: keep="longest": the rank of each representative, the representative of
+#: each rank, and the document each group of identical texts keeps
+#: (:mod:`gpu_dedup.engine.priority`).
 POS_RANK = f"{BUCKETS}/pos_rank.npy"
+POS_OF_RANK = f"{BUCKETS}/pos_of_rank.npy"
+BEST = f"{BUCKETS}/best.npy"
 FIRST_ROUND = f"{BUCKETS}/first_round.npy"
+#: Where the keep priority is computed, by chunk and by part of the order.
+PRIORITY = f"{BUCKETS}/priority"
+
+
+def priority_chunk(c: int, name: str) -> str:
+    """Array ``name`` of chunk ``c``'s representatives (``best``,
+    ``best_len``: their kept document and its length; ``rank``)."""
+    return f"{PRIORITY}/c{c:06d}/{name}.npy"
+
+
+def priority_route(c: int, part: int) -> str:
+    """The keys of chunk ``c``'s representatives that fall in part ``part``
+    of the priority order."""
+    return f"{PRIORITY}/route/c{c:06d}/p{part:05d}.npy"
+
+
+def priority_order(part: int) -> str:
+    """The representatives of part ``part`` of the priority order, in it."""
+    return f"{PRIORITY}/order/p{part:05d}.npy"
+
+
+def priority_inverse(part: int, c: int) -> str:
+    """(representative, rank) of part ``part`` whose representative is in
+    chunk ``c``."""
+    return f"{PRIORITY}/inverse/p{part:05d}/c{c:06d}.npy"
 
 
 def bucket_layout(parts: int, bands_per_unit: int) -> str:
@@ -313,6 +350,14 @@ RANGE_ARRAYS = ("removed", "duplicate_of", "similarity", "pair_a", "pair_b", "pa
 def range_result(k: int, name: str) -> str:
     """Array ``name`` (of :data:`RANGE_ARRAYS`) of what range ``k`` decided."""
     return f"{SELECT}/ranges/k{k:05d}/{name}.npy"
+
+
+def ranked_spill(k: int, c: int, name: str) -> str:
+    """keep="longest": what range ``k`` decided about the representatives
+    of chunk ``c`` (``removed``: representative, kept one, similarity bits;
+    ``pairs``: first and second representative, score bits), until the
+    chunk's slices of the select stage's arrays are written."""
+    return f"{SELECT}/ranked/k{k:05d}/c{c:06d}/{name}.npy"
 
 
 def range_carry(dest: int, src: int) -> str:

@@ -417,34 +417,6 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
 
-    def _priority(self):
-        """Keep priority of the representatives: ``(pos_of_rank, best)``.
-
-        ``pos_of_rank`` is None for ``keep="first"`` (priority is position);
-        for ``"longest"`` it lists representative positions by the length of
-        the longest document of their group of identical texts, then by that
-        document's input index. ``best`` is that document: the one kept of
-        the group when the group survives (the first, for ``"first"``)."""
-        if self.cfg.keep != "longest":
-            return None, self.reps.copy()
-        st = self.store
-        lengths = self._lengths()
-        members = st.load_npy(layout.exact("members"))
-        member_rep = st.load_npy(layout.exact("member_rep"))
-        group = np.concatenate([np.arange(self.R, dtype=np.int64),
-                                np.searchsorted(self.reps, member_rep)])
-        del member_rep
-        docs = np.concatenate([self.reps, members])
-        del members
-        length = lengths[docs].astype(np.int64)
-        del lengths
-        order = np.lexsort((docs, -length, group))
-        head = np.ones(order.size, bool)
-        head[1:] = group[order][1:] != group[order][:-1]
-        best = docs[order[head]]
-        best_len = length[order[head]]
-        return np.lexsort((best, -best_len)).astype(np.int64), best
-
     def _lengths(self) -> np.ndarray:
         """Every document's length in code points (``keep="longest"``)."""
         return np.concatenate([self.store.load_npy(layout.chunk_file(c["key"], layout.LENGTHS))

@@ -21,6 +21,7 @@ from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bo
                                     select_range)
 from . import bucket_tasks, layout
 from .bounds import bound_rows_of
+from .priority import keep_priority
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes one bucket entry takes while its range is decided (its membership
@@ -62,13 +63,8 @@ class SelectStage:
         bounds = rank_bounds(self.R, ranges) + base
         folder = layout.ranges_folder(grid, bounds.size - 1)
         ranked = self.cfg.keep == "longest"
-        if ranked:
-            pos_of_rank, _ = self._priority()
-            rank = np.empty(self.R, np.int64)
-            rank[pos_of_rank] = np.arange(self.R, dtype=np.int64)
-            del pos_of_rank
-            self.store.save_npy(layout.POS_RANK, rank)
-            del rank
+        if ranked:                     # the priority, by tasks, into the store
+            keep_priority(self)
         b = bounds.tolist()
         routes = [{"name": layout.route_unit(folder, i), "source": n, "bounds": b,
                    "ranked": ranked, "base": base} for i, n in enumerate(names)]
@@ -82,6 +78,8 @@ class SelectStage:
                 "ranges": r["ranges"]} for it, r in zip(items, made)]
         files = [f for c in cut for f in layout.files(c["name"], (layout.OFF, layout.MEMBERS))]
         files += [layout.group_entries(c["name"], k) for c in cut for k in c["ranges"]]
+        if ranked:
+            files += [layout.POS_RANK, layout.POS_OF_RANK, layout.BEST]
         meta = {"ranges": bounds.size - 1, "bounds": b, "rank_base": base, "groups": cut,
                 "buckets": sum(c["buckets"] for c in cut),
                 "bucket_entries": sum(c["entries"] for c in cut)}
@@ -92,9 +90,12 @@ class SelectStage:
         cfg = self.cfg
         st = self.store
         meta = self.buckets_meta
-        pos_of_rank, best = self._priority()
-        st.save_npy(layout.selected("best"), best)
-        del best
+        ranked = cfg.keep == "longest"
+        # the representative of each rank (mapped, not read in) and the
+        # document each group keeps, copied a slice at a time
+        pos_of_rank = st.load_npy(layout.POS_OF_RANK, mmap=True) if ranked else None
+        st.concat_npy(layout.selected("best"), [layout.BEST if ranked else layout.exact("reps")],
+                      np.int64)
         groups = meta["groups"]
         bounds = np.asarray(meta["bounds"], dtype=np.int64)
         rank0 = int(meta.get("rank_base", 0))
@@ -226,8 +227,9 @@ class SelectStage:
         arrays in the store), saved by representative position: each
         representative's duplicate and similarity written range after range
         (for ``keep="first"``, ranks are positions), never an array over
-        every representative; for ``keep="longest"`` ranks are turned into
-        positions over the whole arrays. Ranks are numbered from ``rank0``;
+        every representative; for ``keep="longest"`` routed to the chunks
+        of the representatives first (:meth:`_save_ranked`). Ranks are
+        numbered from ``rank0``;
         what is saved is numbered by representative, from 0."""
         st = self.store
 
@@ -262,32 +264,7 @@ class SelectStage:
                                    self._by_first_range(ran, bounds, name, rank0), dtype,
                                    verified)
         else:
-            kept = np.concatenate(list(dense("kept", True, bool)))
-            dup = np.concatenate(list(dense("duplicate_of", -1, np.int64)))
-            sim = np.concatenate(list(dense("similarity", np.nan, np.float64)))
-            kept_p = np.empty_like(kept)
-            kept_p[pos_of_rank] = kept
-            dup_p = np.full(self.R, -1, np.int64)
-            dup_p[pos_of_rank] = np.where(dup >= 0, pos_of_rank[np.maximum(dup, 0)], -1)
-            sim_p = np.empty_like(sim)
-            sim_p[pos_of_rank] = sim
-            del dup, sim
-            st.save_npy(layout.selected("rep_kept"), kept_p)
-            st.save_npy(layout.selected("rep_dup"), dup_p)
-            st.save_npy(layout.selected("rep_sim"), sim_p)
-            del kept, kept_p, dup_p, sim_p
-            u, v, scores = (np.concatenate([st.load_npy(layout.range_result(k, name))
-                                            for k in ran] or [np.zeros(0, dtype)])
-                            for name, dtype in (("pair_a", np.int64), ("pair_b", np.int64),
-                                                ("pair_scores", np.float64)))
-            u, v = self._at(u, pos_of_rank, rank0), self._at(v, pos_of_rank, rank0)
-            u, v = np.minimum(u, v), np.maximum(u, v)
-            order = pair_order(u, v)
-            st.save_npy(layout.selected("accepted_a"), u[order])
-            st.save_npy(layout.selected("accepted_b"), v[order])
-            st.save_npy(layout.selected("scores"), scores[order])
-            verified = int(u.size)
-            del order, u, v, scores
+            verified = self._save_ranked(ran, bounds, pos_of_rank, rank0)
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was
@@ -300,6 +277,71 @@ class SelectStage:
                 "selection_scored": sum(int(r.scored) for r in done),
                 "selection_bounded": sum(int(r.bounded) for r in done),
                 "ranges": bounds.size - 1}
+
+
+    def _save_ranked(self, ran: list, bounds: np.ndarray, pos_of_rank, rank0: int) -> int:
+        """keep="longest": what the ranges ``ran`` decided, by representative
+        number. Each range's removed ranks and similar pairs become
+        representatives (``pos_of_rank``, mapped) and are routed to the chunk
+        of their representative (of a pair's first one); then each chunk's
+        slice of every array is written, chunk after chunk. No step holds
+        more than one range's or one chunk's. Returns the pairs written."""
+        st = self.store
+        reps = st.load_npy(layout.exact("reps"), mmap=True)
+        g = np.searchsorted(reps, self.doc_starts).astype(np.int64)
+        del reps
+        C = g.size - 1
+        spills: dict = {}
+        pairs = 0
+        for k in ran:
+            def load(name, k=k):
+                return st.load_npy(layout.range_result(k, name))
+
+            rep = self._at(load("removed"), pos_of_rank, rank0)
+            dup = self._at(load("duplicate_of"), pos_of_rank, rank0)
+            a = self._at(load("pair_a"), pos_of_rank, rank0)
+            b = self._at(load("pair_b"), pos_of_rank, rank0)
+            a, b = np.minimum(a, b), np.maximum(a, b)
+            pairs += int(a.size)
+            for name, cols in (("removed", (rep, dup, load("similarity").view(np.int64))),
+                               ("pairs", (a, b, load("pair_scores").view(np.int64)))):
+                chunk = np.searchsorted(g, cols[0], side="right") - 1
+                for c in np.flatnonzero(np.bincount(chunk, minlength=C)):
+                    at = chunk == c
+                    st.save_npy(layout.ranked_spill(k, int(c), name),
+                                np.stack([x[at] for x in cols]))
+                    spills.setdefault((int(c), name), []).append(k)
+            del rep, dup, a, b
+
+        def spilled(c, name):
+            parts = [st.load_npy(layout.ranked_spill(k, c, name))
+                     for k in spills.get((c, name), [])]
+            return np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
+
+        def by_rep(col, fill, dtype):
+            for c in range(C):
+                piece = np.full(int(g[c + 1] - g[c]), fill, dtype)
+                rep, dup, sim = spilled(c, "removed")
+                piece[rep - g[c]] = (False if col == 0 else dup if col == 1
+                                     else sim.view(np.float64))
+                yield piece
+
+        def by_pair(col, dtype):
+            for c in range(C):
+                a, b, s = spilled(c, "pairs")
+                if a.size:
+                    yield (a, b, s.view(np.float64))[col][pair_order(a, b)].astype(dtype)
+
+        for out, col, fill, dtype in (("rep_kept", 0, True, bool), ("rep_dup", 1, -1, np.int64),
+                                      ("rep_sim", 2, np.nan, np.float64)):
+            st.save_npy_pieces(layout.selected(out), by_rep(col, fill, dtype), dtype, self.R)
+        for out, col, dtype in (("accepted_a", 0, np.int64), ("accepted_b", 1, np.int64),
+                                ("scores", 2, np.float64)):
+            st.save_npy_pieces(layout.selected(out), by_pair(col, dtype), dtype, pairs)
+        for (c, name), ks in spills.items():
+            for k in ks:
+                st.discard(layout.ranked_spill(k, c, name))
+        return pairs
 
 
 class StoreRangeState(RangeState):
