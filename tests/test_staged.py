@@ -570,8 +570,9 @@ def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_pat
         return np.load(os.path.join(root, rel))
     reps, members = load(layout.exact("reps")), load(layout.exact("members"))
     member_rep = load(layout.exact("member_rep"))
-    lengths = np.concatenate([load(layout.chunk_file(k, layout.LENGTHS)) for k in sorted(
-        os.path.basename(p)[:-len(".done")] for p in glob.glob(os.path.join(root, "read", "*.done")))])
+    chunk_keys = sorted(os.path.basename(p)[:-len(".done")]
+                        for p in glob.glob(os.path.join(root, "read", "*.done")))
+    lengths = np.concatenate([load(layout.chunk_file(k, layout.LENGTHS)) for k in chunk_keys])
     assert lengths.size == report["documents"]["in"]
     # the reference: every key at once
     group = np.concatenate([np.arange(reps.size), np.searchsorted(reps, member_rep)])

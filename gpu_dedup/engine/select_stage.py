@@ -229,8 +229,8 @@ class SelectStage:
         (for ``keep="first"``, ranks are positions), never an array over
         every representative; for ``keep="longest"`` routed to the chunks
         of the representatives first (:meth:`_save_ranked`). Ranks are
-        numbered from ``rank0``;
-        what is saved is numbered by representative, from 0."""
+        numbered from ``rank0``; what is saved is numbered by
+        representative, from 0."""
         st = self.store
 
         def dense(name, fill, dtype):

@@ -372,8 +372,9 @@ def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, 
     arguments) over its cut-down buckets. ``scorer(ranks)`` gives the
     function that scores pairs of global ranks (an int64 array ``(2, n)``:
     first ranks, then second ranks), for pairs among the sorted global
-    ``ranks`` the range reads (a store may load what they need first). When that function has ``bounds = (rows, floor)``, the
-    bound rows of ``ranks`` (:mod:`gpu_dedup.engine.bounds`) and the score
+    ``ranks`` the range reads (a store may load what they need first).
+    When that function has ``bounds = (rows, floor)``, the bound rows of
+    ``ranks`` (:mod:`gpu_dedup.engine.bounds`) and the score
     that matters, the pairs whose bound is below ``floor`` are settled with
     their bound (a value below ``floor``, never reaching the threshold) and
     only the others are scored."""
