@@ -288,3 +288,25 @@ def test_rows_in_finds_what_searchsorted_finds(n, spread):
     ok = at < keys.size
     ok[ok] = keys[at[ok]] == queries[ok]
     assert np.array_equal(row_in(keys, queries), np.where(ok, at, -1))
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 1000, 123_457])
+def test_weighted_bounds_cut_where_the_weight_is(n):
+    from gpu_dedup.stages.select_ranges import rank_bins, weighted_bounds
+    bins = 64
+    rng = np.random.default_rng(n)
+    w = rng.random(bins)
+    w[:4] *= 200                          # the first ranks weigh most
+    for ranges in (1, 2, 7, 40):
+        b = weighted_bounds(n, ranges, w)
+        assert b[0] == 0 and b[-1] == n and (np.diff(b) > 0).all() or n == 0
+        assert b.size - 1 <= max(1, ranges)
+        edges = rank_bins(n, bins)
+        assert set(b.tolist()) <= set(edges.tolist())          # cut where bins end
+        if n >= bins and ranges > 1:
+            # each range weighs at most its share and one bin more
+            cum = np.concatenate([[0], np.cumsum(w)])
+            at = np.searchsorted(edges, b)
+            assert (np.diff(cum[at]) <= w.sum() / ranges + w.max() + 1e-9).all()
+            assert b[1] < rank_bounds(n, ranges)[1]             # the heavy ranks cut finer
+    assert weighted_bounds(n, 3, np.zeros(bins)).tolist() == rank_bounds(n, min(3, max(1, n))).tolist()

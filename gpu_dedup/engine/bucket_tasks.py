@@ -16,7 +16,7 @@ import numpy as np
 
 from ..arrays import concat_csr
 from ..stages.lsh import distinct_buckets
-from ..stages.select_ranges import by_group, group_entries
+from ..stages.select_ranges import by_group, group_entries, rank_bins
 from . import layout
 from .tasks import Ctx
 
@@ -29,6 +29,29 @@ def ranked(off: np.ndarray, members: np.ndarray, rank: np.ndarray | None):
     members = rank[members]
     bucket = np.repeat(np.arange(off.size - 1, dtype=np.int64), np.diff(off))
     return off, members[np.lexsort((members, bucket))]
+
+
+def task_rank_counts(unit: dict, ctx: Ctx) -> list:
+    """The load of bucket unit ``unit['source']``'s entries in each bin of
+    ranks (:func:`~gpu_dedup.stages.select_ranges.rank_bins` of
+    ``unit['n']`` ranks), to cut the ranges by it: an entry weighs one, and
+    one more for each earlier member of its bucket it is compared with
+    (up to ``unit['window']``), since a range holds its entries' windows of
+    pairs."""
+    st = ctx.store
+    off = st.load_npy(layout.file(unit["source"], layout.OFF))
+    members = st.load_npy(layout.file(unit["source"], layout.MEMBERS))
+    sizes = np.diff(off)
+    place = np.arange(members.size, dtype=np.int64) - np.repeat(off[:-1], sizes)
+    del off, sizes
+    if unit["ranked"]:
+        rank = st.load_npy(layout.POS_RANK, mmap=True)
+        members = np.asarray(rank[members])
+        del rank
+    edges = rank_bins(int(unit["n"]), int(unit["bins"]))
+    where = np.searchsorted(edges, members, side="right") - 1
+    load = 1.0 + np.minimum(place, int(unit["window"]))
+    return np.bincount(where, weights=load, minlength=int(unit["bins"]))[:int(unit["bins"])].tolist()
 
 
 def task_route(unit: dict, ctx: Ctx) -> dict:

@@ -17,8 +17,8 @@ import numpy as np
 from ..arrays import concat_csr, pair_order, pairs_ascend, unique
 from ..memory import process_rss, release_memory
 from ..stages.select import WINDOW
-from ..stages.select_ranges import (RangeSelector, RangeState, heads_of, rank_bounds,
-                                    select_range)
+from ..stages.select_ranges import (RANK_BINS, RangeSelector, RangeState, heads_of,
+                                    rank_bins, select_range, weighted_bounds)
 from . import bucket_tasks, layout
 from .bounds import bound_rows_of
 from .priority import keep_priority
@@ -59,12 +59,12 @@ class SelectStage:
         room = max(room, budget / 8)
         ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
                      math.ceil(sets / (budget / 4)))
-        base = int(RANK_BASE)
-        bounds = rank_bounds(self.R, ranges) + base
-        folder = layout.ranges_folder(grid, bounds.size - 1)
         ranked = self.cfg.keep == "longest"
         if ranked:                     # the priority, by tasks, into the store
             keep_priority(self)
+        base = int(RANK_BASE)
+        bounds = self._weighted_bounds(names, ranked, ranges, entries, sets) + base
+        folder = layout.ranges_folder(grid, bounds.size - 1)
         b = bounds.tolist()
         routes = [{"name": layout.route_unit(folder, i), "source": n, "bounds": b,
                    "ranked": ranked, "base": base} for i, n in enumerate(names)]
@@ -84,6 +84,26 @@ class SelectStage:
                 "buckets": sum(c["buckets"] for c in cut),
                 "bucket_entries": sum(c["entries"] for c in cut)}
         return meta, files
+
+    def _weighted_bounds(self, names: list, ranked: bool, ranges: int, entries: int,
+                         sets: float) -> np.ndarray:
+        """Bounds of ``ranges`` rank ranges of about equal weight: the
+        ``entries`` of their buckets, ``BYTES_PER_ENTRY`` each in all but
+        shared by the load of each (an entry and its window of pairs,
+        counted by the units ``names`` in bins of ranks), and their
+        documents' shingle sets (``sets`` in all). Ranges of equal numbers
+        of ranks would not be: with keep longest the fullest copies of a
+        template come first and bring the largest buckets."""
+        width = WINDOW * int(self.cfg.bucket_limit)
+        loads = self._map("buckets", bucket_tasks.task_rank_counts,
+                          [{"source": n, "ranked": ranked, "n": self.R, "bins": RANK_BINS,
+                            "window": width} for n in names])
+        load = np.asarray(loads, dtype=np.float64).reshape(len(names), -1).sum(axis=0) \
+            if names else np.zeros(RANK_BINS)
+        if load.sum() > 0:
+            load *= entries * BYTES_PER_ENTRY / load.sum()
+        docs = np.diff(rank_bins(self.R)).astype(np.float64)
+        return weighted_bounds(self.R, ranges, load + docs * (sets / max(1, self.R)))
 
     def _select_in_ranges(self, docs: Documents, blocks: Blocks) -> dict:
         """The greedy rule over the representatives, range by range."""

@@ -48,6 +48,34 @@ def rank_bounds(n: int, ranges: int) -> np.ndarray:
     return (np.arange(ranges + 1, dtype=np.int64) * int(n)) // ranges
 
 
+#: Bins of equal numbers of ranks the bucket entries are counted in, to cut
+#: the ranges by their entries (:func:`weighted_bounds`).
+RANK_BINS = 4096
+
+
+def rank_bins(n: int, bins: int = RANK_BINS) -> np.ndarray:
+    """The ``bins + 1`` rank bounds of :data:`RANK_BINS` bins of (nearly)
+    equal numbers of ranks ``0 .. n - 1`` (repeated where ``n < bins``)."""
+    return (np.arange(bins + 1, dtype=np.int64) * int(n)) // bins
+
+
+def weighted_bounds(n: int, ranges: int, weights: np.ndarray) -> np.ndarray:
+    """Bounds cutting ranks ``0 .. n - 1`` into at most ``ranges`` ranges of
+    about equal total weight, cut only where a bin of :func:`rank_bins`
+    ends (``weights``: each bin's weight). Equal ranks a range when no bin
+    weighs anything. Strictly increasing, from 0 to ``n``."""
+    weights = np.asarray(weights, dtype=np.float64)
+    ranges = max(1, min(int(ranges), max(1, int(n))))
+    total = float(weights.sum())
+    if ranges == 1 or total <= 0 or not n:
+        return rank_bounds(n, ranges)
+    edges = rank_bins(n, weights.size)
+    cum = np.cumsum(weights)
+    after = np.searchsorted(cum, np.arange(1, ranges) * total / ranges, side="left")
+    cuts = edges[np.minimum(after + 1, weights.size)]
+    return unique(np.concatenate([[0], cuts, [int(n)]]).astype(np.int64))
+
+
 def runs(values: np.ndarray):
     """``(value, start, end)`` of each run of equal ``values`` (sorted, or
     grouped), in order."""
