@@ -188,8 +188,8 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
                  memory_per_byte=command.memory_per_byte) as s:
         runner = command.runner(opened, s)
         try:
-            small = (getattr(command, "interpretable", False)
-                     and interpreted_kernels(measured, s.executor, opened.backend))
+            small = command.interpretable and interpreted_kernels(measured, s.executor,
+                                                                   opened.backend)
             with interpreted(small):
                 return _run_and_publish(runner, command, opened, s, paths, html)
         except OSError as exc:

@@ -121,6 +121,7 @@ class Substr:
     """Exact-substring deduplication as a :class:`gpu_dedup.shell.Command`."""
 
     memory_per_byte = None
+    interpretable = False           # its suffix-array kernels have no stand-ins
 
     def __init__(self, params: dict, job: dict, *, text_field, id_field, on_bad_record,
                  on_progress):

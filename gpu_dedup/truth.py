@@ -44,11 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-from .kernels.jit import njit
 
 from .arrays import unique
 from .config import parse_normalize
 from .errors import ConfigError
+from .kernels.jit import njit
 from .kernels.primitives import intersect_sorted
 from .kernels.threads import for_range
 from .kernels.threads import threads as kernel_threads

@@ -202,7 +202,7 @@ class SelectStage:
         are in slices of the pairs of ranges ``j`` and later."""
         st = self.store
         for j in range(bounds.size - 1):
-            firsts, seconds, vals = [], [], []
+            got = {"pair_a": [], "pair_b": [], name: []}   # each array read once
             for k in ran:
                 if k < j:
                     continue
@@ -210,13 +210,12 @@ class SelectStage:
                 a, b = np.searchsorted(p, bounds[j:j + 2])
                 del p
                 if b > a:
-                    for out, part in ((firsts, "pair_a"), (seconds, "pair_b"),
-                                      (vals, name)):
+                    for part, out in got.items():
                         out.append(np.asarray(st.load_npy(layout.range_result(k, part),
                                                           mmap=True)[a:b]))
-            if firsts:
-                order = pair_order(np.concatenate(firsts), np.concatenate(seconds))
-                out = np.concatenate(vals)[order]
+            if got["pair_a"]:
+                order = pair_order(np.concatenate(got["pair_a"]), np.concatenate(got["pair_b"]))
+                out = np.concatenate(got[name])[order]
                 yield out if name == "pair_scores" else out - shift
 
     @staticmethod

@@ -175,6 +175,8 @@ def _stats(runner) -> dict:
 class Semantic:
     """Semantic deduplication as a :class:`gpu_dedup.shell.Command`."""
 
+    interpretable = False           # its encoder and search kernels have no stand-ins
+
     def __init__(self, job, *, text_field, id_field, on_bad_record, on_progress):
         from ..engine.semantic import CHUNK_SHARE, MEMORY_PER_BYTE
         self.job = job
