@@ -166,7 +166,10 @@ def work_report(runner, s: Session) -> dict:
     """The store, the work directory, and the units each stage ran and reused."""
     return {"store": s.plan.store, "reason": s.plan.reason, "dir": s.store.root,
             "chunks": len(runner.chunks), "units": dict(runner.units),
-            "reused": dict(runner.reused), "plan": s.plan.describe()}
+            "reused": dict(runner.reused), "plan": s.plan.describe(),
+            # per stage, this process's CPU seconds and bytes read from and
+            # written to storage (the page cache's hits apart)
+            "stage_usage": {k: dict(v) for k, v in runner.timer.usage.items()}}
 
 
 def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,

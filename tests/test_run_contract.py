@@ -48,6 +48,15 @@ def test_outputs_account_for_every_document(corpus, tmp_path):
     assert report["parameters"]["bands"] == 32 and report["parameters"]["rows"] == 4
     assert 0 < report["parameters"]["s_curve"]["approx_threshold"] < 1
     assert {"read", "signatures", "buckets", "select", "assign", "write", "total"} <= set(report["seconds"])
+    # what the process spent in each stage: CPU seconds of each, no more
+    # than its wall time on every core
+    usage = report["work"]["stage_usage"]
+    assert {"read", "signatures", "buckets", "select", "assign", "write"} <= set(usage)
+    assert set(usage) <= set(report["seconds"])
+    cores = os.cpu_count() or 1
+    assert all(0 <= u["cpu_seconds"] <= report["seconds"][k] * cores + 0.01
+               for k, u in usage.items())
+    assert sum(u["cpu_seconds"] for u in usage.values()) > 0
     assert "numpy" in report["versions"] and "gpu_dedup" in report["versions"]
     pairs = pq.read_table(out / "pairs.parquet")
     assert pairs.column_names == ["id_a", "id_b", "similarity"]
