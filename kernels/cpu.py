@@ -270,6 +270,57 @@ def _upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
     return out
 
 
+def window_upper_bounds(rows, p_off, p_u, b_off, members, width, fixed=0):
+    """:func:`jaccard_upper_bounds` of each rank's window (``p_off``,
+    ``p_u``: :func:`kernels.greedy.window_pairs` of the buckets ``b_off``,
+    ``members`` with ``width``; ranks below ``fixed`` have none):
+    ``out[i]`` that of rows ``p_u[i]`` and ``v`` for ``p_off[v] <= i <
+    p_off[v + 1]``. The same values, without the second ranks spelt out,
+    computed bucket by bucket: a bucket's first members are read once for
+    all its members (their rows stay in the caches), not once for each."""
+    if rows.ndim != 2 or rows.shape[1] != BOUND_WORDS:
+        raise ValueError("bound rows of the wrong width")
+    out = np.empty(p_u.shape[0], np.float64)
+    lo, hi = int(b_off[0]), int(b_off[-1])
+    for_range(_bucket_window_bounds, hi - lo, rows, rows.view(np.uint8), p_off, p_u, b_off,
+              members, int(width), int(fixed), lo, out, grain=4096)
+    return out
+
+
+@njit(cache=True, nogil=True, stand_in="vector_misc.bucket_window_bounds")
+def _bucket_window_bounds(rows, counts, p_off, p_u, b_off, members, width, fixed, base, out,
+                          e0, e1):
+    """Entries ``base + e0 .. base + e1 - 1`` of the buckets: each member
+    against its bucket's first ``width`` members before it, written at
+    their place in its window list (both ascend: one walk)."""
+    last = b_off.shape[0] - 1
+    b = 0
+    hi = last
+    while b < hi:                       # the bucket of the first entry
+        mid = (b + hi + 1) // 2
+        if b_off[mid] <= base + e0:
+            b = mid
+        else:
+            hi = mid - 1
+    for e in range(base + e0, base + e1):
+        while b_off[b + 1] <= e:
+            b += 1
+        b0 = b_off[b]
+        w = min(e - b0, width)
+        v = members[e]
+        if w <= 0 or v < fixed:
+            continue
+        cv = counts[v]
+        sv = rows[v, BOUND_WORDS - 1]
+        i = p_off[v]
+        for j in range(w):
+            u = members[b0 + j]
+            while p_u[i] < u:
+                i += 1
+            out[i] = jaccard_upper(counts[u], cv, rows[u, BOUND_WORDS - 1], sv)
+    return out
+
+
 def jaccard_edges_between(off1, val1, off2, val2, ia, ib, floor):
     """Jaccard of the sets ``ia[e]`` and ``ib[e]``, each a row of the CSR
     ``(off1, val1)`` where it is 0 or more, else row ``~row`` of ``(off2,

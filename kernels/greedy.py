@@ -341,13 +341,19 @@ def _window_sizes(d_off, d_pos, width, cap, v0, v1):
 def _window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0, v1):
     for v in range(v0, v1):
         m = cap[v]
+        runs = 0
         for e in range(d_off[v], d_off[v + 1]):
             b0 = b_off[d_bkt[e]]
-            for j in range(min(d_pos[e], width)):
+            w = min(d_pos[e], width)
+            runs += w > 0
+            for j in range(w):
                 tmp[m] = members[b0 + j]
                 m += 1
-        seg = tmp[cap[v]:m]
-        cnt[v + 1] = sorted_unique(seg, m - cap[v])
+        if runs > 1:
+            seg = tmp[cap[v]:m]
+            cnt[v + 1] = sorted_unique(seg, m - cap[v])
+        else:       # one bucket's first members: ascending and distinct already
+            cnt[v + 1] = m - cap[v]
 
 
 @njit(cache=True)

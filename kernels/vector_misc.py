@@ -94,6 +94,28 @@ def upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
     return out
 
 
+def bucket_window_bounds(rows, counts, p_off, p_u, b_off, members, width, fixed, base, out,
+                         e0, e1):
+    """``kernels.cpu._bucket_window_bounds``: :func:`upper_bound_edges` of
+    the whole window of each rank with an entry in ``base + e0 .. base + e1
+    - 1`` past the first of its bucket (and not below ``fixed``): the
+    values the kernel writes there, and those of the rank's other buckets,
+    which are the same."""
+    e = np.arange(int(base) + int(e0), int(base) + int(e1), dtype=np.int64)
+    first = b_off[np.searchsorted(b_off, e, side="right") - 1]
+    v = np.sort(members[e[(e > first) & (members[e] >= fixed)]]).astype(np.int64)
+    v = v[np.concatenate([[True], v[1:] != v[:-1]])] if v.size else v    # distinct
+    if not v.size or width <= 0:
+        return out
+    sizes = p_off[v + 1] - p_off[v]
+    idx = segment_indices(p_off[v], sizes)
+    ib = np.repeat(v, sizes)
+    got = np.empty(idx.size, np.float64)
+    upper_bound_edges(rows, counts, p_u[idx], ib, got, 0, idx.size)
+    out[idx] = got
+    return out
+
+
 def probe_bases(q, K):
     """``fmix64(q ^ k)`` of every bin ``k < K``: what the probes of
     :func:`kernels.hashing.oph_probe` start from."""

@@ -36,3 +36,10 @@ def gather_runs(src, start, out_off, out, i0, i1):
     if o1 <= o0:
         return
     out[o0:o1] = src[segment_indices(start[i0:i1], np.diff(out_off[i0:i1 + 1]))]
+
+
+def counting_order(keys, off, out):
+    """:func:`kernels.sorting._counting_order`: the stable order of ``keys``
+    by key, into ``out``."""
+    out[:] = np.argsort(keys, kind="stable")
+    return out

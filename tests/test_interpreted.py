@@ -114,6 +114,14 @@ def test_sorting_stand_ins_match_the_compiled_kernels(dtype, n):
         sorting.gather_runs(src, start, off, a, 2, 7)
     sorting.gather_runs.compiled(src, start, off, b, 2, 7)
     assert np.array_equal(a, b)
+    # the stable order by key, counted into place: NumPy's stable sort's
+    keys = rng.integers(0, max(n // 3, 1), size=n).astype(np.int64)
+    koff = np.zeros(max(n // 3, 1) + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=koff.size - 1), out=koff[1:])
+    want = np.argsort(keys, kind="stable")
+    with jit.interpreted():
+        assert np.array_equal(sorting.counting_order(keys, koff), want)
+    assert np.array_equal(sorting.counting_order(keys, koff), want)
 
 
 def test_the_mode_is_the_threads_and_for_range_runs_on_it_alone():

@@ -205,6 +205,49 @@ def test_upper_bounds_through_the_public_wrapper():
     _same(out, C.jaccard_upper_bounds(rows, ia, ib))
 
 
+def test_window_upper_bounds_are_those_of_the_pairs_spelt_out():
+    # buckets of every size (one of a single member, empty ones), the
+    # windows greedy selection makes of them, some ranks fixed: bucket by
+    # bucket (compiled, and the stand-in over every slice of entries) the
+    # bounds of the pairs with their second ranks spelt out
+    from gpu_dedup.kernels.greedy import window_pairs
+    from gpu_dedup.stages.select import _membership
+    rows = _real_bound_rows()
+    n = rows.shape[0]
+    rng = np.random.default_rng(5)
+    buckets = [np.sort(rng.choice(n, size=int(k), replace=False))
+               for k in rng.integers(0, 12, 40)] + [np.arange(n)]
+    off = np.zeros(len(buckets) + 1, np.int64)
+    np.cumsum([b.size for b in buckets], out=off[1:])
+    members = np.concatenate(buckets).astype(np.int64)
+    counts = rows.view(np.uint8)
+    for width, fixed in [(4, 0), (64, 0), (3, n // 3)]:
+        m = _membership(np, off, members, n, fixed)
+        d_pos = m.d_pos.copy()
+        d_pos[:m.d_off[fixed]] = 0
+        p_off, p_u = window_pairs(m.d_off, m.d_bkt, d_pos, m.b_off, m.members, width)
+        p_v = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
+        assert p_u.size and np.all(p_u < p_v)
+        want = C.jaccard_upper_bounds(rows, p_u, p_v)
+        _same(C.window_upper_bounds(rows, p_off, p_u, m.b_off, m.members, width, fixed), want)
+        E = members.size
+        for e0, e1 in [(0, E), (0, 0), (3, 4), (5, E - 2), (E - 1, E)]:
+            a = np.full(want.size, np.nan)
+            C._bucket_window_bounds(rows, counts, p_off, p_u, m.b_off, m.members, width, fixed,
+                                    0, a, e0, e1)
+            b = np.full(want.size, np.nan)
+            V.bucket_window_bounds(rows, counts, p_off, p_u, m.b_off, m.members, width, fixed,
+                                   0, b, e0, e1)
+            # the stand-in writes whole windows, the kernel the pairs of its
+            # entries: where the kernel wrote, the same values
+            done = ~np.isnan(a)
+            _same(a[done], want[done])
+            _same(b[done], want[done])
+            assert np.isnan(b).sum() <= np.isnan(a).sum()
+            if (e0, e1) == (0, E):            # every entry: every pair
+                assert not np.isnan(a).any()
+
+
 # -- probe table ------------------------------------------------------------------
 
 @pytest.mark.parametrize("K", [1, 2, 7, 64, 100, 128, 256])

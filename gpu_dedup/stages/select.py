@@ -37,6 +37,7 @@ import numpy as np
 
 from ..arrays import to_host, unique
 from ..kernels.greedy import candidate_mask, greedy_pass, table_insert, window_pairs
+from ..kernels.sorting import counting_order
 from .lsh import pack_edges as pack, unpack_edges as unpack
 
 _S32 = np.uint64(32)
@@ -184,8 +185,7 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     # every rank against the first members of its buckets, in one call
     p_off, p_u = window_pairs(d_off, d_bkt, d_pos, b_off, members, WINDOW * int(limit))
     del d_pos
-    p_v = np.repeat(np.arange(n, dtype=np.int64), np.diff(p_off))
-    p_s = _scores(score_fn, pack(p_u, p_v))
+    p_s = _window_scores(score_fn, p_off, p_u, (b_off, members, WINDOW * int(limit), fixed))
     state = _initial_state(np, n, m.todo, fixed_kept)
     todo = m.todo
     klist = np.empty(members.size, np.int64)
@@ -224,8 +224,9 @@ def greedy_select(bucket_off: np.ndarray, members: np.ndarray, n: int, score_fn,
     compared = keys.size
     ok = memo.similar(scores, threshold)
     keys, scores = keys[ok], scores[ok]
-    ok = memo.similar(p_s, threshold)
-    keys = np.concatenate([pack(p_u[ok], p_v[ok]), keys])
+    ok = np.flatnonzero(memo.similar(p_s, threshold))
+    p_v = np.searchsorted(p_off, ok, side="right") - 1     # the second ranks of those
+    keys = np.concatenate([pack(p_u[ok], p_v), keys])
     scores = np.concatenate([p_s[ok], scores])
     order = np.argsort(keys)
     pairs, pair_scores = _kept_apart(np, keys[order], scores[order], kept)
@@ -371,19 +372,24 @@ def _membership(xp, bucket_off, members, n: int, fixed: int) -> _Members:
     members = xp.ascontiguousarray(xp.asarray(members, dtype=xp.int64)[lo:hi])
     b_off = bucket_off - lo
     sizes = b_off[1:] - b_off[:-1]
-    # the bucket of every entry (no repeat by counts: CuPy's takes no array)
-    seg = xp.searchsorted(b_off[1:], xp.arange(hi - lo, dtype=xp.int64), side="right")
-    seg = seg.astype(xp.int64)
+    # the bucket of every entry (no repeat by counts on a device: CuPy's
+    # takes no array)
+    if xp is np:
+        seg = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+    else:
+        seg = xp.searchsorted(b_off[1:], xp.arange(hi - lo, dtype=xp.int64), side="right")
+        seg = seg.astype(xp.int64)
     multi = sizes[seg] > 1
     seg, mem = seg[multi], members[multi]
     ent = xp.flatnonzero(multi)
-    order = xp.argsort(mem, kind="stable")
-    d_bkt = seg[order]
-    d_pos = ent[order] - b_off[d_bkt]
-    d_rank = mem[order]
     d_off = xp.zeros(n + 1, dtype=xp.int64)
     if n:
         xp.cumsum(xp.bincount(mem, minlength=n), out=d_off[1:])
+    # by rank, in bucket order (stable): counted into place on the host
+    order = counting_order(mem, d_off) if xp is np else xp.argsort(mem, kind="stable")
+    d_bkt = seg[order]
+    d_pos = ent[order] - b_off[d_bkt]
+    d_rank = mem[order]
     todo = unique(mem) if xp is np else xp.unique(mem)    # NumPy's own hashes: slower
     todo = todo[todo >= fixed]
     return _Members(members, xp.ascontiguousarray(b_off), sizes, seg, mem, ent, d_off, d_bkt,
@@ -443,6 +449,25 @@ def _kept_apart(xp, keys, scores, kept):
     u, v = unpack(keys)
     used = ~(kept[u] & kept[v])
     return keys[used], scores[used]
+
+
+def _window_scores(score_fn, p_off: np.ndarray, p_u: np.ndarray, made: tuple) -> np.ndarray:
+    """The scores of the window pairs (``p_u[i]`` and ``v`` for ``p_off[v]
+    <= i < p_off[v + 1]``, made by :func:`window_pairs` from ``made``:
+    ``(b_off, members, width, fixed)``, the buckets, the window's width and
+    the fixed ranks, which have none): ``score_fn.window(p_off, p_u,
+    *made)`` where the function has one (the same scores, without the
+    pairs spelt out), else ``score_fn`` of the packed pairs; checked."""
+    window = getattr(score_fn, "window", None)
+    if window is None:
+        p_v = np.repeat(np.arange(p_off.size - 1, dtype=np.int64), np.diff(p_off))
+        return _scores(score_fn, pack(p_u, p_v))
+    if not p_u.size:
+        return np.zeros(0, np.float64)
+    s = np.asarray(window(p_off, p_u, *made), dtype=np.float64)
+    if s.shape != p_u.shape:
+        raise ValueError(f"score_fn.window returned {s.shape[0]} scores for {p_u.size} pairs")
+    return s
 
 
 def _scores(score_fn, pairs: np.ndarray) -> np.ndarray:

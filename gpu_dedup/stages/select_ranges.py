@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..arrays import concat_csr, unique
-from ..kernels.cpu import jaccard_upper_bounds, rows_in
+from ..kernels.cpu import jaccard_upper_bounds, rows_in, window_upper_bounds
 from .lsh import distinct_buckets, pack_edges, take_buckets, unpack_edges
 from .select import WINDOW, Selection, greedy_select
 
@@ -412,16 +412,28 @@ def select_range(selector: RangeSelector, k: int, r0: int, entries: np.ndarray, 
     rows, floor = getattr(score_fn, "bounds", (None, 0.0))
     settled = [0]
 
+    def settle(out, first, second):
+        """Pairs ``first[open_]``, ``second(open_)`` of local ranks scored
+        where their bounds ``out`` reach ``floor``; the others settled."""
+        open_ = np.flatnonzero(out >= floor)
+        settled[0] += int(out.size - open_.size)
+        if open_.size:
+            out[open_] = score_fn(np.stack([ranks[first[open_]], ranks[second(open_)]]))
+        return out
+
     def score_local(packed):
         u, v = unpack_edges(packed)
         if rows is None:
             return score_fn(np.stack([ranks[u], ranks[v]]))
-        out = jaccard_upper_bounds(rows, u, v)
-        open_ = np.flatnonzero(out >= floor)
-        settled[0] += int(packed.size - open_.size)
-        if open_.size:
-            out[open_] = score_fn(np.stack([ranks[u[open_]], ranks[v[open_]]]))
-        return out
+        return settle(jaccard_upper_bounds(rows, u, v), u, lambda at: v[at])
+
+    if rows is not None:
+        # the windows' pairs, every rank against the first members of its
+        # buckets: bounded a rank at a time, the second ranks of the open
+        # ones alone spelt out
+        score_local.window = lambda p_off, p_u, *made: settle(
+            window_upper_bounds(rows, p_off, p_u, *made), p_u,
+            lambda at: np.searchsorted(p_off, at, side="right") - 1)
 
     sel = select(local.off, local.members, int(ranks.size), score_local, threshold,
                  selector.limit, accept_all=accept_all, fixed=local.fixed,
