@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..arrays import unique
 from ..config import Config
 from . import layout
 from .records import Blocks
@@ -47,19 +46,20 @@ def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.n
     of sorted, unique representative positions; each block's file is mapped
     only while its rows are copied, and checked to have a row a
     representative."""
+    if not positions.size:
+        return None
     bi = blocks.block_of(positions)
+    cut = np.flatnonzero(bi[1:] != bi[:-1]) + 1      # sorted: each block's a slice
     out = None
-    for b in unique(bi):
-        blk = blocks.blocks[int(b)]
+    for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [positions.size]])):
+        blk = blocks.blocks[int(bi[s])]
         arr = store.load_npy(layout.signature_file(blk["key"], name), mmap=True)
         if arr.ndim != 2 or arr.shape[0] != blk["r1"] - blk["r0"]:
             raise RuntimeError(f"{layout.signature_file(blk['key'], name)} holds "
                                f"{arr.shape} rows, not one a representative of its block")
-        sel = bi == b
-        rows = np.array(arr[positions[sel] - blk["r0"]])
         if out is None:
             out = np.empty((positions.size, arr.shape[1]), dtype=arr.dtype)
-        out[sel] = rows
+        np.take(arr, positions[s:e] - blk["r0"], axis=0, out=out[s:e])
         del arr
     return out
 
@@ -69,6 +69,8 @@ def bound_rows_of(store, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
     any order), row ``i`` that of ``positions[i]``: a range gathers those
     of every document it reads once."""
     positions = np.asarray(positions, dtype=np.int64)
+    if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):
+        return gather_rows(store, blocks, positions, layout.BOUNDS)   # in order already
     order = np.argsort(positions, kind="stable")
     rows = gather_rows(store, blocks, positions[order], layout.BOUNDS)
     out = np.empty_like(rows)
