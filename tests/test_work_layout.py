@@ -213,3 +213,36 @@ def test_an_in_memory_run_keeps_its_keys_under_the_layout(monkeypatch):
     keys = [k for k in st._items if isinstance(k, str)] + list(st._done)
     assert layout.INPUT_TEXTS in keys
     assert [k for k in keys if not _top(k)] == []
+
+
+@pytest.mark.parametrize("cluster", ["greedy", "components"])
+def test_band_keys_leave_the_page_cache_once_greedy_selection_needs_none(
+        tmp_path, monkeypatch, cluster):
+    # greedy selection reads no band key after the buckets: the run advises
+    # the system to drop exactly those files' pages (they stay on disk);
+    # components read the keys again, so nothing is advised
+    from gpu_dedup.pipeline import run
+    advised = []
+    real = os.posix_fadvise
+
+    def record(fd, offset, length, advice):
+        advised.append((os.readlink(f"/proc/self/fd/{fd}"), advice))
+        return real(fd, offset, length, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    paths = _corpus(tmp_path)
+    cfg = Config(shingle="word", ngram=2, num_perm=32, bands=16, rows=2, threshold=0.5,
+                 cluster=cluster)
+    report = run(paths, str(tmp_path / "out"), cfg, work_dir=str(tmp_path / "work"),
+                 keep_work_dir=True, html=False, partition_bytes="4KiB")
+    unit = report["work"]["dir"]
+    files = _assert_laid_out(unit, layout.NEAR_DUPLICATE_FOLDERS)
+    keys = sorted(os.path.join(unit, f) for f in files
+                  if f.startswith(layout.SIGNATURES + "/") and f.endswith(layout.KEYS))
+    assert len(keys) >= 2, "one block of keys: the test would not tell all from one"
+    if cluster == "greedy":
+        assert sorted(p for p, _ in advised) == [os.path.realpath(k) for k in keys]
+        assert {a for _, a in advised} == {os.POSIX_FADV_DONTNEED}
+    else:
+        assert advised == []
+    assert all(os.path.getsize(k) > 0 for k in keys)

@@ -142,6 +142,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             blocks = self.signatures(docs, reps)
         with self.stage("buckets"):
             self.buckets(blocks)
+        if self.cfg.cluster == "greedy":        # its selection reads no band key again
+            self.store.uncache(layout.signature_file(b["key"], layout.KEYS)
+                               for b in blocks.blocks)
         with self.stage("select"):
             self.select(docs, blocks)
         with self.stage("assign"):

@@ -40,6 +40,7 @@ be computed again, is an error naming the file (:class:`DamagedWorkFile`).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -148,6 +149,9 @@ class MemoryStore:
 
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
         return self._items[rel]
+
+    def uncache(self, rels) -> None:
+        """Nothing to do: memory is not a cache of files."""
 
     def discard(self, rel: str) -> None:
         """Forget ``rel``, a file this run wrote and no longer needs."""
@@ -411,6 +415,23 @@ class DiskStore:
                 np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
         path = self.path(rel)
         self._record(rel, _write_atomically(path, write), path)
+
+    def uncache(self, rels) -> None:
+        """Tell the system that the files ``rels`` will not be read again
+        soon, so that their pages leave the page cache before those of the
+        files later stages read (a corpus whose work directory exceeds the
+        machine's memory would otherwise read those back from the disk).
+        Advice only: the files stay, and a rerun reads them as before."""
+        advise = getattr(os, "posix_fadvise", None)
+        if advise is None:
+            return
+        for rel in rels:
+            with contextlib.suppress(OSError):
+                fd = os.open(os.path.join(self.root, rel), os.O_RDONLY)   # never fetched
+                try:
+                    advise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                finally:
+                    os.close(fd)
 
     def discard(self, rel: str) -> None:
         """Delete ``rel``, a file this run wrote and no longer needs (never
