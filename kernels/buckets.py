@@ -376,6 +376,56 @@ def _partition_blocks(keys, P, mask, want, base, count, out_k, out_d, write, b0,
                 o += 1
 
 
+
+def partition_order(keys, parts):
+    """Every partition of :func:`keys_of_partition` at once, in one pass over
+    ``keys`` (which may be a memory map): ``(out_keys, positions, off)``, the
+    keys of partition ``p`` at ``off[p]:off[p + 1]`` of ``out_keys``, in
+    order, and their positions (``uint32``) at the same places of
+    ``positions``."""
+    n = keys.shape[0]
+    if n >= 1 << 32:
+        raise ValueError("a row of more than 2**32 - 1 keys: positions would wrap")
+    parts = int(parts)
+    mask = parts - 1 if (parts & (parts - 1)) == 0 else 0
+    nblocks = -(-n // PART_BLOCK)
+    count = np.zeros((nblocks, parts), np.int64)
+    out_k = np.empty(n, np.uint64)
+    out_p = np.empty(n, np.uint32)
+    for_range(_route_blocks, nblocks, keys, U64(parts), U64(mask), count, out_k, out_p, False)
+    # each block's place in each partition: partitions first, blocks within
+    start = np.zeros(count.size, np.int64)
+    np.cumsum(count.T.ravel()[:-1], out=start[1:])
+    start = np.ascontiguousarray(start.reshape(parts, nblocks).T)
+    off = np.empty(parts + 1, np.int64)
+    off[:parts] = start[0] if nblocks else 0
+    off[parts] = n
+    for_range(_route_blocks, nblocks, keys, U64(parts), U64(mask), start, out_k, out_p, True)
+    return out_k, out_p, off
+
+
+@njit(cache=True, nogil=True)
+def _route_blocks(keys, P, mask, at, out_k, out_p, write, b0, b1):
+    """Blocks ``b0..b1-1`` of :func:`partition_order`: how many of their keys
+    each partition has (into ``at[b]``), or (``write``) those keys and
+    positions, from ``at[b, p]`` on for partition ``p``."""
+    n = keys.shape[0]
+    for b in range(b0, b1):
+        lo = b * PART_BLOCK
+        hi = min(n, lo + PART_BLOCK)
+        for i in range(lo, hi):
+            k = keys[i]
+            h = k >> U64(40)
+            p = np.int64(h & mask if mask else h % P)
+            if write:
+                o = at[b, p]
+                out_k[o] = k
+                out_p[o] = np.uint32(i)
+                at[b, p] = o + 1
+            else:
+                at[b, p] += 1
+
+
 @njit(cache=True)
 def split_segments(keys, docs, seg, ways):
     """Each key segment cut into ``ways`` (a power of two) by bits 52 and up

@@ -183,7 +183,13 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     assert sent and sorted(sent) == sorted(dropped)
     # the exact stage's slices, merged from its partitions a chunk at a time,
     # are deleted once the stage's arrays hold them
-    assert merged and all(re.fullmatch(r"exact/\d+/s\d{6}/[a-z_]+\.npy", r) for r in merged)
+    spills = [r for r in merged if r.startswith("buckets/")]
+    slices = [r for r in merged if r not in spills]
+    assert slices and all(re.fullmatch(r"exact/\d+/s\d{6}/[a-z_]+\.npy", r) for r in slices)
+    # the band keys a sweep of every key partition wrote ordered by
+    # partition, deleted once its units are done
+    assert spills and all(re.fullmatch(r"buckets/p\d+g\d+/s\d{5}/r\d+\.(keys|pos|off)\.npy", r)
+                          for r in spills)
     w = report["work"]
     # every file split into several chunks (ranges, stream pieces, row groups),
     # several exact partitions, blocks, band units and verification batches
@@ -290,6 +296,40 @@ def test_the_keys_of_a_partition_in_one_pass(parts):
         assert np.array_equal(got_d, sel + 7)
         seen += sel.size
     assert seen == keys.size
+    # every partition at once: the same keys and positions, one after another
+    from gpu_dedup.kernels.buckets import partition_order
+    for n in (0, 1, keys.size):
+        out_k, out_p, off = partition_order(keys[:n], parts)
+        assert out_p.dtype == np.uint32 and off.shape == (parts + 1,) and off[-1] == n
+        for p in range(parts):
+            sel = np.flatnonzero(key_partition(keys[:n], parts) == p)
+            assert np.array_equal(out_k[off[p]:off[p + 1]], keys[sel])
+            assert np.array_equal(out_p[off[p]:off[p + 1]], sel)
+
+
+@pytest.mark.parametrize("sweep", [True, False])
+def test_bucket_units_swept_by_group_of_bands_or_one_by_one_give_the_same_bytes(
+        corpus, tmp_path, monkeypatch, sweep):
+    """Several key partitions: each group of bands read once and routed to
+    its partitions (a sweep), or read by every unit of the group for its
+    own partition: the same outputs as in memory."""
+    from gpu_dedup.engine import tasks as tasks_module
+    paths, ref, ref_report = corpus
+    routed, made = [], []
+    real = tasks_module.partition_order
+    monkeypatch.setattr(tasks_module, "partition_order",
+                        lambda keys, parts: routed.append(parts) or real(keys, parts))
+    real_sweeping = runner_module.Runner.sweeping
+
+    def sweeping(self, parts, groups):
+        made.append(parts)
+        return sweep and real_sweeping(self, parts, groups)
+    monkeypatch.setattr(runner_module.Runner, "sweeping", sweeping)
+    out = str(tmp_path / "out")
+    report = run_staged(paths, out, CFG, memory_limit="64KiB")
+    assert_same(ref_report, ref, report, out)
+    assert made and made[0] > 1                       # several partitions
+    assert bool(routed) == sweep and set(routed) <= {made[0]}
 
 
 @pytest.mark.parametrize("implicit", [True, False])

@@ -46,6 +46,11 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
       p{parts}g{g}/u{index}.off.npy, .members.npy   a unit's buckets (greedy)
       p{parts}g{g}/u{index}.npy   a unit's candidate pairs (components)
       p{parts}g{g}/u{index}.done
+      p{parts}g{g}/s{first}/r{r0}.keys.npy, .pos.npy, .off.npy   the keys of a
+                                  signature block in the bands of the units
+                                  from ``first`` on (every partition), ordered
+                                  by partition, with their positions in the
+                                  block: a sweep's, deleted at its end
       p{parts}g{g}/r{ranges}/     greedy selection range by range of ranks:
         u{index}/g{group}.off.npy, .members.npy     a unit's buckets, in rank
                                   space, by the range of their first member
@@ -291,6 +296,16 @@ def bucket_layout(parts: int, bands_per_unit: int) -> str:
 def bucket_unit(layout: str, index: int) -> str:
     """Bucket unit ``index`` of ``layout`` (:func:`bucket_layout`)."""
     return f"{BUCKETS}/{layout}/u{index:05d}"
+
+
+POSITIONS = ".pos.npy"
+
+
+def bucket_spill(layout: str, first: int, key: str, name: str) -> str:
+    """File ``name`` (``KEYS``, ``POSITIONS``, ``OFF``) of the keys of
+    signature block ``key`` in the bands of the bucket units of ``layout``
+    from ``first`` on, ordered by key partition."""
+    return f"{BUCKETS}/{layout}/s{first:05d}/{key}{name}"
 
 
 def ranges_folder(layout: str, ranges: int) -> str:

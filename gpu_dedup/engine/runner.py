@@ -254,6 +254,13 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             g += 1
         return parts, g
 
+    def sweeping(self, parts: int, groups: int) -> bool:
+        """Whether the bucket units run a group of bands at a time, each
+        group's keys read once for all its ``parts`` key partitions: when
+        there are several, and ``groups`` enough to keep every worker busy
+        (else each unit reads its bands' keys, and keeps its partition's)."""
+        return parts > 1 and groups >= self.ex.concurrency
+
     def buckets(self, blocks: Blocks) -> dict:
         """The band collisions: buckets of two or more representatives
         (greedy selection), or their candidate pairs (components)."""
@@ -268,7 +275,16 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 for j0 in range(0, B, g):
                     units.append({"layout": grid, "index": len(units), "parts": parts,
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
-            results = self._map("buckets", tasks.task_lsh, units, blocks)
+            groups = -(-B // g)
+            if self.sweeping(parts, groups):
+                sweeps = [{"units": units[k::groups]} for k in range(groups)]
+                swept = self._map("buckets", tasks.task_lsh_sweep, sweeps, blocks)
+                results = [None] * len(units)
+                for sw, got in zip(sweeps, swept):
+                    for u, r in zip(sw["units"], got["units"]):
+                        results[u["index"]] = r
+            else:
+                results = self._map("buckets", tasks.task_lsh, units, blocks)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
             names = [layout.bucket_unit(grid, u["index"]) for u in units]
             if self.cfg.cluster == "greedy":
