@@ -290,6 +290,7 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
                "comparisons": rep["selection"].get("comparisons"),
                "bounded": rep["work"].get("selection_bounded"),
                "stage_seconds": rep["seconds"], "stage_peaks": rep["memory"]["peak_rss_bytes"],
+               "stage_usage": rep["work"].get("stage_usage", {}),
                "chunks": rep["work"]["chunks"], "units": rep["work"]["units"],
                "removed": rep["documents"]["removed"]}
         rows.append(row)
@@ -330,6 +331,17 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
         cells = [f"{row['stage_seconds'].get(s, 0):.0f} s / "
                  f"{row['stage_peaks'].get(s, 0) / 2 ** 30:.2f} GiB" for s in stage_names]
         lines.append(f"| {row['documents']:,} | " + " | ".join(cells) + " |")
+    if any(row["stage_usage"] for row in rows):
+        lines += ["", "The driver process's CPU seconds (of them in the system) and bytes "
+                  "read from storage, per stage:", "",
+                  "| documents | " + " | ".join(stage_names) + " |",
+                  "|---:|" + "---:|" * len(stage_names)]
+        for row in rows:
+            use = row["stage_usage"]
+            cells = [f"{use[s]['cpu_seconds']:.0f} s ({use[s].get('cpu_system_seconds', 0):.0f}) / "
+                     f"{use[s].get('storage_read_bytes', 0) / 2 ** 30:.1f} GiB"
+                     if s in use else "–" for s in stage_names]
+            lines.append(f"| {row['documents']:,} | " + " | ".join(cells) + " |")
     return rows, "\n".join(lines)
 
 
