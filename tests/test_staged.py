@@ -307,29 +307,36 @@ def test_the_keys_of_a_partition_in_one_pass(parts):
             assert np.array_equal(out_p[off[p]:off[p + 1]], sel)
 
 
-@pytest.mark.parametrize("sweep", [True, False])
+@pytest.mark.parametrize("sweep", ["spill", "memory", "unit by unit"])
 def test_bucket_units_swept_by_group_of_bands_or_one_by_one_give_the_same_bytes(
         corpus, tmp_path, monkeypatch, sweep):
     """Several key partitions: each group of bands read once and routed to
-    its partitions (a sweep), or read by every unit of the group for its
-    own partition: the same outputs as in memory."""
-    from gpu_dedup.engine import tasks as tasks_module
+    its partitions (a sweep, its routed keys spilt to the store or held in
+    memory), or read by every unit of the group for its own partition: the
+    same outputs as in memory."""
+    from gpu_dedup.engine import store as store_module, tasks as tasks_module
     paths, ref, ref_report = corpus
-    routed, made = [], []
+    routed, made, spilt = [], [], []
     real = tasks_module.partition_order
     monkeypatch.setattr(tasks_module, "partition_order",
                         lambda keys, parts: routed.append(parts) or real(keys, parts))
-    real_sweeping = runner_module.Runner.sweeping
+    real_sweep, real_sweeping = tasks_module.task_lsh_sweep, runner_module.Runner.sweeping
+    monkeypatch.setattr(tasks_module, "task_lsh_sweep", lambda sw, ctx, blocks: real_sweep(
+        {**sw, "in_memory": sweep == "memory"}, ctx, blocks))
 
     def sweeping(self, parts, groups):
         made.append(parts)
-        return sweep and real_sweeping(self, parts, groups)
+        return sweep != "unit by unit" and real_sweeping(self, parts, groups)
     monkeypatch.setattr(runner_module.Runner, "sweeping", sweeping)
+    real_save = store_module.DiskStore.save_npy
+    monkeypatch.setattr(store_module.DiskStore, "save_npy", lambda self, rel, arr: (
+        spilt.append(rel) if re.search(r"/s\d{5}/", rel) else None, real_save(self, rel, arr)))
     out = str(tmp_path / "out")
     report = run_staged(paths, out, CFG, memory_limit="64KiB")
     assert_same(ref_report, ref, report, out)
     assert made and made[0] > 1                       # several partitions
-    assert bool(routed) == sweep and set(routed) <= {made[0]}
+    assert bool(routed) == (sweep != "unit by unit") and set(routed) <= {made[0]}
+    assert bool(spilt) == (sweep == "spill")
 
 
 @pytest.mark.parametrize("implicit", [True, False])

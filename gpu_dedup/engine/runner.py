@@ -233,24 +233,24 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         self.blocks = blocks
         return blocks
 
+    def lsh_need(self, g: int, parts: int) -> float:
+        """Bytes a bucket unit of ``g`` bands in one of ``parts`` key
+        partitions holds at most."""
+        n = self.R / parts
+        per_row = 8 + 8 + 8 + 16 + 16      # with the split copy of keys and docs
+        return g * n * per_row + min(max(1, self.plan.kernel_threads), g) * n * 72
+
     def lsh_layout(self) -> tuple[int, int]:
         """(key partitions, bands per unit) that fit a task's share."""
         R, B = self.R, self.cfg.bands
-        T = max(1, self.plan.kernel_threads)
         task = self.plan.task_bytes
-
-        def need(g, parts):
-            n = R / parts
-            per_row = 8 + 8 + 8 + 16 + 16      # with the split copy of keys and docs
-            return g * n * per_row + min(T, g) * n * 72
-
         parts = 1
-        while need(1, parts) > task and parts < max(1, R):
+        while self.lsh_need(1, parts) > task and parts < max(1, R):
             parts *= 2
         if self.ex.name != "none":
             parts = max(parts, self.ex.concurrency)
         g = 1
-        while g < B and need(g + 1, parts) <= task:
+        while g < B and self.lsh_need(g + 1, parts) <= task:
             g += 1
         return parts, g
 
@@ -277,7 +277,11 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                                   "part": p, "bands": list(range(j0, min(B, j0 + g)))})
             groups = -(-B // g)
             if self.sweeping(parts, groups):
-                sweeps = [{"units": units[k::groups]} for k in range(groups)]
+                # a group's keys routed (12 bytes a key) stay in memory
+                # where they fit beside a unit's own
+                held = 12 * self.R * g + self.lsh_need(g, parts) <= self.plan.task_bytes
+                sweeps = [{"units": units[k::groups], "in_memory": held}
+                          for k in range(groups)]
                 swept = self._map("buckets", tasks.task_lsh_sweep, sweeps, blocks)
                 results = [None] * len(units)
                 for sw, got in zip(sweeps, swept):

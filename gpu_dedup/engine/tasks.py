@@ -357,9 +357,10 @@ def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks, spill: list | None = None) ->
 def task_lsh_sweep(sweep: dict, ctx: Ctx, blocks: Blocks) -> dict:
     """The bucket units ``sweep['units']`` (the same bands, every partition
     of the key space, as :func:`task_lsh`): each block's keys in those bands
-    read once and saved ordered by partition (a spill, deleted at the end),
-    and each unit given its slice of them, where a unit alone reads every
-    key of its bands. ``{'units': [each unit's meta], 'reused': n}``."""
+    read once and ordered by partition, held in memory
+    (``sweep['in_memory']``) or saved (a spill, deleted at the end), and
+    each unit given its slice of them, where a unit alone reads every key
+    of its bands. ``{'units': [each unit's meta], 'reused': n}``."""
     st = ctx.store
     units = sweep["units"]
     metas = [st.done(layout.bucket_unit(u["layout"], u["index"])) for u in units]
@@ -383,6 +384,9 @@ def task_lsh_sweep(sweep: dict, ctx: Ctx, blocks: Blocks) -> dict:
                 for arr, got in zip(out, partition_order(keys[j], parts)):
                     arr[jj] = got
             del keys
+            if sweep.get("in_memory"):
+                spill[-1] = out
+                continue
             for name, arr in zip(names, out):
                 st.save_npy(name, arr)
                 written.append(name)
@@ -397,9 +401,10 @@ def task_lsh_sweep(sweep: dict, ctx: Ctx, blocks: Blocks) -> dict:
 
 
 class _Spill:
-    """The spill of :func:`task_lsh_sweep`, block ``i`` at ``[i]``: its keys,
-    positions and partition offsets (``(bands, n)``, ``(bands, n)``,
-    ``(bands, parts + 1)``), mapped and checked when asked for."""
+    """The routed keys of :func:`task_lsh_sweep`, block ``i`` at ``[i]``: its
+    keys, positions and partition offsets (``(bands, n)``, ``(bands, n)``,
+    ``(bands, parts + 1)``); those of a spill mapped and checked when asked
+    for."""
 
     def __init__(self, st, blocks: Blocks, names: list, bands: int, parts: int):
         self.st, self.blocks, self.names = st, blocks, names
@@ -407,6 +412,8 @@ class _Spill:
 
     def __getitem__(self, i: int):
         n = int(self.blocks.blocks[i]["r1"] - self.blocks.blocks[i]["r0"])
+        if isinstance(self.names[i], tuple):          # held in memory
+            return self.names[i]
         k, pos, off = (self.st.load_npy(name, mmap=True) for name in self.names[i])
         ok = (k.shape == pos.shape == (self.bands, n) and k.dtype == _U64
               and pos.dtype == np.uint32 and off.shape == (self.bands, self.parts + 1)
