@@ -314,7 +314,7 @@ def test_bucket_units_swept_by_group_of_bands_or_one_by_one_give_the_same_bytes(
     its partitions (a sweep, its routed keys spilt to the store or held in
     memory), or read by every unit of the group for its own partition: the
     same outputs as in memory."""
-    from gpu_dedup.engine import store as store_module, tasks as tasks_module
+    from gpu_dedup.engine import bucket_tasks as tasks_module, store as store_module
     paths, ref, ref_report = corpus
     routed, made, spilt = [], [], []
     real = tasks_module.partition_order

@@ -43,7 +43,7 @@ from ..arrays import arrow, stable_order, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
 from ..stages.lsh import unpack_edges, verified_edges
-from . import exact_tasks, layout, tasks
+from . import bucket_tasks, exact_tasks, layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
@@ -282,13 +282,13 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 held = 12 * self.R * g + self.lsh_need(g, parts) <= self.plan.task_bytes
                 sweeps = [{"units": units[k::groups], "in_memory": held}
                           for k in range(groups)]
-                swept = self._map("buckets", tasks.task_lsh_sweep, sweeps, blocks)
+                swept = self._map("buckets", bucket_tasks.task_lsh_sweep, sweeps, blocks)
                 results = [None] * len(units)
                 for sw, got in zip(sweeps, swept):
                     for u, r in zip(sw["units"], got["units"]):
                         results[u["index"]] = r
             else:
-                results = self._map("buckets", tasks.task_lsh, units, blocks)
+                results = self._map("buckets", bucket_tasks.task_lsh, units, blocks)
             meta = {"units": len(units), "parts": parts, "bands_per_unit": g}
             names = [layout.bucket_unit(grid, u["index"]) for u in units]
             if self.cfg.cluster == "greedy":

@@ -22,11 +22,12 @@ The tasks of each stage of :class:`gpu_dedup.engine.runner.Runner`:
 3. ``signatures``: :func:`task_signatures` per block of representatives:
    MinHash signatures and band keys (band-major: one band of one block is
    one contiguous row).
-4. ``buckets``: :func:`task_lsh` per unit (a group of bands x a partition of
-   the key space): its buckets of two or more members (greedy selection),
-   or their candidate edges (components). Every bucket lies in one unit
-   with its members in input order, so the union over units does not
-   depend on the layout. With several partitions, :func:`task_lsh_sweep`
+4. ``buckets``: :func:`~gpu_dedup.engine.bucket_tasks.task_lsh` per unit
+   (a group of bands x a partition of the key space): its buckets of two
+   or more members (greedy selection), or their candidate edges
+   (components). Every bucket lies in one unit with its members in input
+   order, so the union over units does not depend on the layout. With
+   several partitions, :func:`~gpu_dedup.engine.bucket_tasks.task_lsh_sweep`
    runs the units of a group of bands, every partition, reading their keys
    once.
 5. ``select`` (and ``assign``, for the similarity of a removed document to
@@ -48,10 +49,8 @@ from ..backend import get_backend
 from ..config import Config
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
-from ..kernels.buckets import keys_of_partition, partition_order, split_segments
 from ..io.plan import generated_ids, parse_jsonl_piece, read_piece, stream_chunks
 from ..memory import release_memory
-from ..stages.lsh import distinct_buckets, split_ways
 from ..stages.normalize import text_buffers
 from ..stages.signatures import signatures
 from . import layout
@@ -283,146 +282,6 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
             "bounds": int(bounded)}
     st.mark_done(unit, meta, files)
     return {**meta, "reused": 0}
-
-
-# -- lsh -----------------------------------------------------------------------
-
-def task_lsh(unit: dict, ctx: Ctx, blocks: Blocks, spill: list | None = None) -> dict:
-    """The buckets of bands ``unit['bands']`` whose key falls in partition
-    ``unit['part']`` of ``unit['parts']``: their members (greedy selection)
-    or their candidate edges (components). ``spill`` (from
-    :func:`task_lsh_sweep`): the block's keys of those bands ordered by
-    partition, from which the unit takes its slice."""
-    st = ctx.store
-    name = layout.bucket_unit(unit["layout"], unit["index"])
-    meta = st.done(name)
-    if meta is not None:
-        return {**meta, "reused": 1}
-    parts, p = unit["parts"], unit["part"]
-    keys, docs, seg = [], [], [0]
-    rows = 0
-    for jj, j in enumerate(unit["bands"]):
-        for i, b in enumerate(blocks.blocks):
-            if b["r1"] == b["r0"]:
-                continue
-            if spill is not None:
-                k, pos, off = spill[i]
-                s, e = int(off[jj, p]), int(off[jj, p + 1])
-                keys.append(np.array(k[jj, s:e]))
-                docs.append(pos[jj, s:e].astype(np.int64) + int(b["r0"]))
-                del k, pos
-            elif parts > 1:
-                row = st.load_npy(layout.signature_file(b["key"], layout.KEYS), mmap=True)[j]
-                k, d = keys_of_partition(row, parts, p, b["r0"])
-                keys.append(k)
-                docs.append(d)
-                del row
-            else:       # blocks are consecutive: position = offset in band
-                keys.append(st.load_npy(layout.signature_file(b["key"], layout.KEYS),
-                                        mmap=True)[j])
-            rows += keys[-1].size
-        seg.append(rows)
-    flat = (np.asarray(keys[0]) if len(keys) == 1 else
-            np.concatenate(keys) if keys else np.zeros(0, _U64))
-    del keys
-    d = np.concatenate(docs) if docs else np.zeros(0, np.int64)
-    del docs
-    be = backend_of(ctx)
-    seg = np.asarray(seg, dtype=np.int64)
-    # parts of a large segment fit the CPU's caches and threads; a device
-    # sorts whole segments, and greedy's buckets come out in one order
-    # (distinct_buckets) whichever way they were cut
-    greedy = ctx.cfg.cluster == "greedy"
-    ways = split_ways(seg) if be.name == "cpu" or not greedy else 1
-    if ways > 1:
-        flat, d, seg = split_segments(np.asarray(flat), d, seg, ways)
-    if greedy:
-        off, members = be.segment_buckets(flat, d, seg)
-        del flat, d
-        off, members = distinct_buckets(host(be, off), host(be, members))
-        st.save_npy(layout.file(name, layout.OFF), off)
-        st.save_npy(layout.file(name, layout.MEMBERS), members)
-        meta = {"buckets": int(off.size - 1), "entries": int(members.size), "pid": os.getpid()}
-        files = layout.files(name, (layout.OFF, layout.MEMBERS))
-    else:
-        edges = host(be, be.segment_bucket_edges(flat, d, seg))
-        del flat, d
-        st.save_npy(layout.file(name, layout.EDGES), edges)
-        meta = {"edges": int(edges.size), "pid": os.getpid()}
-        files = [layout.file(name, layout.EDGES)]
-    st.mark_done(name, meta, files)
-    return {**meta, "reused": 0}
-
-
-def task_lsh_sweep(sweep: dict, ctx: Ctx, blocks: Blocks) -> dict:
-    """The bucket units ``sweep['units']`` (the same bands, every partition
-    of the key space, as :func:`task_lsh`): each block's keys in those bands
-    read once and ordered by partition, held in memory
-    (``sweep['in_memory']``) or saved (a spill, deleted at the end), and
-    each unit given its slice of them, where a unit alone reads every key
-    of its bands. ``{'units': [each unit's meta], 'reused': n}``."""
-    st = ctx.store
-    units = sweep["units"]
-    metas = [st.done(layout.bucket_unit(u["layout"], u["index"])) for u in units]
-    if all(m is not None for m in metas):
-        return {"units": [{**m, "reused": 1} for m in metas], "reused": len(units)}
-    first = units[0]
-    parts, bands = int(first["parts"]), first["bands"]
-    written, spill = [], []
-    try:
-        for b in blocks.blocks:
-            n = int(b["r1"] - b["r0"])
-            names = [layout.bucket_spill(first["layout"], first["index"], b["key"], x)
-                     for x in (layout.KEYS, layout.POSITIONS, layout.OFF)]
-            spill.append(names)
-            if not n:
-                continue
-            keys = st.load_npy(layout.signature_file(b["key"], layout.KEYS), mmap=True)
-            out = (np.empty((len(bands), n), _U64), np.empty((len(bands), n), np.uint32),
-                   np.empty((len(bands), parts + 1), np.int64))
-            for jj, j in enumerate(bands):
-                for arr, got in zip(out, partition_order(keys[j], parts)):
-                    arr[jj] = got
-            del keys
-            if sweep.get("in_memory"):
-                spill[-1] = out
-                continue
-            for name, arr in zip(names, out):
-                st.save_npy(name, arr)
-                written.append(name)
-            del out
-        got = [{**m, "reused": 1} if m is not None else
-               task_lsh(u, ctx, blocks, spill=_Spill(st, blocks, spill, len(bands), parts))
-               for u, m in zip(units, metas)]
-    finally:
-        for name in written:
-            st.discard(name)
-    return {"units": got, "reused": sum(m is not None for m in metas)}
-
-
-class _Spill:
-    """The routed keys of :func:`task_lsh_sweep`, block ``i`` at ``[i]``: its
-    keys, positions and partition offsets (``(bands, n)``, ``(bands, n)``,
-    ``(bands, parts + 1)``); those of a spill mapped and checked when asked
-    for."""
-
-    def __init__(self, st, blocks: Blocks, names: list, bands: int, parts: int):
-        self.st, self.blocks, self.names = st, blocks, names
-        self.bands, self.parts = bands, parts
-
-    def __getitem__(self, i: int):
-        n = int(self.blocks.blocks[i]["r1"] - self.blocks.blocks[i]["r0"])
-        if isinstance(self.names[i], tuple):          # held in memory
-            return self.names[i]
-        k, pos, off = (self.st.load_npy(name, mmap=True) for name in self.names[i])
-        ok = (k.shape == pos.shape == (self.bands, n) and k.dtype == _U64
-              and pos.dtype == np.uint32 and off.shape == (self.bands, self.parts + 1)
-              and bool(np.all(off[:, 0] == 0)) and bool(np.all(off[:, -1] == n))
-              and bool(np.all(off[:, 1:] >= off[:, :-1])))
-        if not ok:
-            raise DedupError(f"{self.names[i][0]}: a spill of band keys of the wrong shape; "
-                             f"run the same command again")
-        return k, pos, off
 
 
 # -- gathering by global document index ------------------------------------------
