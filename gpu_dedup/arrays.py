@@ -69,7 +69,7 @@ def unique(x, return_inverse: bool = False, return_counts: bool = False):
         order = np.argsort(x, kind="stable")
         s = x[order]
     else:
-        s = np.sort(x)
+        s = sorted_copy(x)
     first = np.empty(n, dtype=bool)
     if n:
         first[0] = True
@@ -86,6 +86,34 @@ def unique(x, return_inverse: bool = False, return_counts: bool = False):
         starts = np.flatnonzero(first)
         out.append(np.diff(np.append(starts, n)).astype(np.int64))
     return tuple(out)
+
+
+#: Elements from which :func:`sorted_copy` sorts on several threads.
+PARALLEL_SORT = 1 << 20
+
+
+def sorted_copy(x: np.ndarray) -> np.ndarray:
+    """``np.sort(x)`` of a 1-D array; a large integer one cut into a part a
+    thread, the parts sorted at once (NumPy's sort lets go of the GIL),
+    then merged by a stable sort (timsort: one pass over sorted runs)."""
+    n = x.shape[0]
+    if n < PARALLEL_SORT or x.dtype.kind not in "iu":
+        return np.sort(x)
+    from .kernels.threads import for_range, threads
+    t = threads()
+    if t < 2:
+        return np.sort(x)
+    cuts = np.linspace(0, n, t + 1).astype(np.int64)
+    out = np.empty_like(x)
+    for_range(_sort_parts, t, x, cuts, out)
+    out.sort(kind="stable")
+    return out
+
+
+def _sort_parts(x, cuts, out, lo, hi):
+    """Parts ``lo .. hi - 1`` of :func:`sorted_copy`, each sorted into place."""
+    for i in range(lo, hi):
+        out[cuts[i]:cuts[i + 1]] = np.sort(x[cuts[i]:cuts[i + 1]])
 
 
 def stable_order(key) -> np.ndarray:

@@ -22,6 +22,26 @@ def test_unique_matches_numpy(dtype, n):
     assert distinct_count(x) == want.size
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@pytest.mark.parametrize("dtype", [np.int64, np.uint64, np.float64])
+def test_sorted_copy_in_parts_on_threads_is_numpys_sort(monkeypatch, dtype, threads):
+    """Large arrays sorted a part a thread and merged: ``np.sort``'s result,
+    and the input left as it was."""
+    from gpu_dedup import arrays
+    from gpu_dedup.kernels import threads as threads_module
+    monkeypatch.setattr(arrays, "PARALLEL_SORT", 1000)
+    monkeypatch.setattr(threads_module, "_threads", threads)
+    rng = np.random.default_rng(threads)
+    for n in (999, 1000, 4321):
+        x = rng.integers(0, n // 2, size=n).astype(dtype)
+        before = x.copy()
+        got = arrays.sorted_copy(x)
+        assert got.dtype == x.dtype
+        np.testing.assert_array_equal(got, np.sort(x))
+        np.testing.assert_array_equal(x, before)
+        np.testing.assert_array_equal(arrays.unique(x), np.unique(x))
+
+
 def test_concat_csr_shifts_offsets_and_keeps_the_value_type():
     from gpu_dedup.arrays import concat_csr
     off, val = concat_csr([(np.array([0, 2, 3]), np.array([5, 6, 7], np.uint64)),
