@@ -152,8 +152,9 @@ def _corpus(folder) -> list[str]:
     return paths
 
 
-@pytest.mark.parametrize("cluster", ["greedy", "components"])
-def test_a_run_writes_only_under_the_layout(tmp_path, cluster):
+def _laid_out_run(tmp_path, cluster: str) -> tuple[str, list]:
+    """A run in many small partitions, its work directory kept: its unit
+    folder and its files, checked to lie under the layout."""
     from gpu_dedup.pipeline import run
     paths = _corpus(tmp_path)
     cfg = Config(shingle="word", ngram=2, num_perm=32, bands=16, rows=2, threshold=0.5,
@@ -161,7 +162,12 @@ def test_a_run_writes_only_under_the_layout(tmp_path, cluster):
     report = run(paths, str(tmp_path / "out"), cfg, work_dir=str(tmp_path / "work"),
                  keep_work_dir=True, html=False, partition_bytes="4KiB")
     unit = report["work"]["dir"]
-    files = _assert_laid_out(unit, layout.NEAR_DUPLICATE_FOLDERS)
+    return unit, _assert_laid_out(unit, layout.NEAR_DUPLICATE_FOLDERS)
+
+
+@pytest.mark.parametrize("cluster", ["greedy", "components"])
+def test_a_run_writes_only_under_the_layout(tmp_path, cluster):
+    unit, files = _laid_out_run(tmp_path, cluster)
     for stage in layout.NEAR_DUPLICATE_FOLDERS[:-1]:
         assert layout.stage(stage) + layout.MARKER in files, stage
     for key in (layout.chunk_key(0, 0), layout.chunk_key(1, 0)):
@@ -221,7 +227,6 @@ def test_band_keys_leave_the_page_cache_once_greedy_selection_needs_none(
     # greedy selection reads no band key after the buckets: the run advises
     # the system to drop exactly those files' pages (they stay on disk);
     # components read the keys again, so nothing is advised
-    from gpu_dedup.pipeline import run
     advised = []
     real = os.posix_fadvise
 
@@ -230,13 +235,7 @@ def test_band_keys_leave_the_page_cache_once_greedy_selection_needs_none(
         return real(fd, offset, length, advice)
 
     monkeypatch.setattr(os, "posix_fadvise", record)
-    paths = _corpus(tmp_path)
-    cfg = Config(shingle="word", ngram=2, num_perm=32, bands=16, rows=2, threshold=0.5,
-                 cluster=cluster)
-    report = run(paths, str(tmp_path / "out"), cfg, work_dir=str(tmp_path / "work"),
-                 keep_work_dir=True, html=False, partition_bytes="4KiB")
-    unit = report["work"]["dir"]
-    files = _assert_laid_out(unit, layout.NEAR_DUPLICATE_FOLDERS)
+    unit, files = _laid_out_run(tmp_path, cluster)
     keys = sorted(os.path.join(unit, f) for f in files
                   if f.startswith(layout.SIGNATURES + "/") and f.endswith(layout.KEYS))
     assert len(keys) >= 2, "one block of keys: the test would not tell all from one"
