@@ -318,11 +318,17 @@ def connected(parent, ea, eb):
 
 
 @njit(cache=True)
-def _in_part(k, parts, mask, want):
-    """Whether key ``k`` is in partition ``want``: ``(k >> 40) % parts``
-    (``mask``: ``parts - 1`` when it is a power of two, else 0)."""
+def _part_of(k, parts, mask):
+    """The partition of key ``k``: ``(k >> 40) % parts`` (``mask``: ``parts -
+    1`` when it is a power of two, else 0)."""
     h = k >> U64(40)
-    return (h & mask if mask else h % parts) == want
+    return h & mask if mask else h % parts
+
+
+@njit(cache=True)
+def _in_part(k, parts, mask, want):
+    """Whether key ``k`` is in partition ``want`` (:func:`_part_of`)."""
+    return _part_of(k, parts, mask) == want
 
 
 #: Keys a block of :func:`keys_of_partition` reads.
@@ -376,7 +382,6 @@ def _partition_blocks(keys, P, mask, want, base, count, out_k, out_d, write, b0,
                 o += 1
 
 
-
 def partition_order(keys, parts):
     """Every partition of :func:`keys_of_partition` at once, in one pass over
     ``keys`` (which may be a memory map): ``(out_keys, positions, off)``, the
@@ -415,8 +420,7 @@ def _route_blocks(keys, P, mask, at, out_k, out_p, write, b0, b1):
         hi = min(n, lo + PART_BLOCK)
         for i in range(lo, hi):
             k = keys[i]
-            h = k >> U64(40)
-            p = np.int64(h & mask if mask else h % P)
+            p = np.int64(_part_of(k, P, mask))
             if write:
                 o = at[b, p]
                 out_k[o] = k
