@@ -135,26 +135,3 @@ def test_bound_rows_read_back_are_checked():
     np.testing.assert_array_equal(got, good[[0, 2]])
     with pytest.raises(RuntimeError, match="bounds"):
         bounds.gather_rows(_Store({name: good[:2]}), blocks, np.array([0]), layout.BOUNDS)
-
-
-def test_bound_rows_of_consecutive_ranges_read_only_what_the_last_one_lacked():
-    blocks = Blocks.of([{"key": layout.block_key(r0), "chunk": 0, "r0": r0, "r1": r0 + 50}
-                        for r0 in (0, 50)])
-    rng = np.random.default_rng(5)
-    every = rng.integers(0, 2 ** 32, size=(100, BOUND_WORDS), dtype=np.uint32)
-    store = _Store({layout.signature_file(layout.block_key(r0), layout.BOUNDS): every[r0:r0 + 50]
-                    for r0 in (0, 50)})
-    cache = bounds.BoundRowCache(store, blocks)
-    first = np.array([3, 10, 40, 55, 60])
-    np.testing.assert_array_equal(cache(first), every[first])
-    assert cache.read == 5
-    # in any order, partly the last call's: row i is that of positions[i]
-    second = np.array([99, 10, 3, 70, 55, 0])
-    np.testing.assert_array_equal(cache(second), every[second])
-    assert cache.read == 5 + 3
-    third = np.array([0, 3, 10, 55, 70, 99])        # exactly the last call's
-    np.testing.assert_array_equal(cache(third), every[third])
-    assert cache.read == 8
-    assert cache(np.zeros(0, np.int64)) is None
-    np.testing.assert_array_equal(cache(np.array([42])), every[[42]])
-    assert cache.read == 9

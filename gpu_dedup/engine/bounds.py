@@ -64,50 +64,15 @@ def gather_rows(store, blocks: Blocks, positions: np.ndarray, name: str) -> np.n
     return out
 
 
-class BoundRowCache:
-    """The bound rows of representatives, for ranges decided one after the
-    other, each asking for the rows of every document it reads: the rows
-    the previous call gave are kept, and only the others are read from the
-    store.
-
-    Ranges late in a large run read mostly earlier documents, the first
-    members of buckets that span many ranges (on 100 million short
-    documents, a late range reads eight earlier documents for each of its
-    own), and the next range reads most of them again; their rows, read
-    anew each time, were scattered reads of files the page cache no longer
-    held. What is kept is one range's rows, which that range held anyway.
-    """
-
-    def __init__(self, store, blocks: Blocks):
-        self.store = store
-        self.blocks = blocks
-        self._pos = np.zeros(0, np.int64)      # the previous call's positions, sorted
-        self._rows = None                       # their rows, in that order
-        self.read = 0                           # rows read from the store
-
-    def __call__(self, positions: np.ndarray) -> np.ndarray:
-        """The bound rows of the representatives at ``positions`` (unique,
-        in any order): row ``i`` that of ``positions[i]``; None for none."""
-        positions = np.asarray(positions, dtype=np.int64)
-        ordered = positions.size < 2 or bool(np.all(positions[1:] > positions[:-1]))
-        order = None if ordered else np.argsort(positions, kind="stable")
-        pos = positions if order is None else positions[order]
-        rows = None
-        if self._rows is not None and pos.size and self._pos.size:
-            at = np.minimum(np.searchsorted(self._pos, pos), self._pos.size - 1)
-            have = self._pos[at] == pos
-            rows = np.empty((pos.size, self._rows.shape[1]), dtype=self._rows.dtype)
-            rows[have] = self._rows[at[have]]
-            lack = np.flatnonzero(~have)
-            if lack.size:
-                rows[lack] = gather_rows(self.store, self.blocks, pos[lack], layout.BOUNDS)
-            self.read += int(lack.size)
-        if rows is None:
-            rows = gather_rows(self.store, self.blocks, pos, layout.BOUNDS)
-            self.read += int(pos.size)
-        self._pos, self._rows = pos, rows
-        if order is None:
-            return rows
-        out = np.empty_like(rows)
-        out[order] = rows
-        return out
+def bound_rows_of(store, blocks: Blocks, positions: np.ndarray) -> np.ndarray:
+    """The bound rows of the representatives at ``positions`` (unique, in
+    any order), row ``i`` that of ``positions[i]``: a range gathers those
+    of every document it reads once."""
+    positions = np.asarray(positions, dtype=np.int64)
+    if positions.size < 2 or bool(np.all(positions[1:] > positions[:-1])):
+        return gather_rows(store, blocks, positions, layout.BOUNDS)   # in order already
+    order = np.argsort(positions, kind="stable")
+    rows = gather_rows(store, blocks, positions[order], layout.BOUNDS)
+    out = np.empty_like(rows)
+    out[order] = rows
+    return out

@@ -20,7 +20,7 @@ from ..stages.select import WINDOW
 from ..stages.select_ranges import (RANK_BINS, RangeSelector, RangeState, heads_of,
                                     rank_bins, select_range, weighted_bounds)
 from . import bucket_tasks, layout
-from .bounds import BoundRowCache
+from .bounds import bound_rows_of
 from .priority import keep_priority
 from .records import Blocks, Documents, ScoreInputs
 
@@ -139,8 +139,6 @@ class SelectStage:
             return concat_csr(parts)
 
         floor = float(cfg.threshold) if cfg.verify else 0.0
-        # consecutive ranges read mostly the same earlier documents' rows
-        bound_rows = BoundRowCache(st, blocks)
         results, ranges_run, calls = [], [], 0
         for k in range(bounds.size - 1):
             parts = []
@@ -172,7 +170,8 @@ class SelectStage:
                     return score(np.stack([np.minimum(u, v), np.maximum(u, v)]))
                 if floor and self.bound_rows_stored:
                     # the bound rows of every document the range reads, by rank
-                    score_ranks.bounds = (bound_rows(self._at(ranks, pos_of_rank, rank0)),
+                    score_ranks.bounds = (bound_rows_of(st, blocks,
+                                                        self._at(ranks, pos_of_rank, rank0)),
                                           floor)
                 return score_ranks
 
@@ -191,7 +190,6 @@ class SelectStage:
                 score.release()
             del entries, held
             release_memory(collect=False)   # the range's arrays, back to the system
-        bound_rows = None                   # the last range's rows
         return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
                                     calls, rank0)
 
