@@ -22,6 +22,25 @@ from .errors import ConfigError
 
 _GRID = np.linspace(0.0, 1.0, 2001)
 
+
+def _power(x, n: int):
+    """``x ** n`` for a whole ``n >= 0`` by squaring, in multiplications only.
+
+    NumPy's ``power`` is vectorized differently by CPU (AVX-512 or not) and
+    its last bit differs between machines; products are correctly rounded
+    everywhere, so the S-curve, its areas and the choice of bands and rows
+    are the same on every machine.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    out = np.ones_like(x)
+    while n:
+        if n & 1:
+            out = out * x
+        n >>= 1
+        if n:
+            x = x * x
+    return out
+
 #: False negatives cost recall for good (a missed pair stays in the output);
 #: false positives only cost a verification, so the default weighs misses 99
 #: to 1: at threshold 0.8 and 128 hashes, 18 bands of 7 rows, which put a pair
@@ -34,7 +53,7 @@ DEFAULT_FN_WEIGHT = 0.99
 def collision_probability(s, bands: int, rows: int):
     """Probability that a pair of similarity ``s`` collides in at least one band."""
     s = np.asarray(s, dtype=np.float64)
-    return 1.0 - (1.0 - s ** rows) ** bands
+    return 1.0 - _power(1.0 - _power(s, rows), bands)
 
 
 def approx_threshold(bands: int, rows: int) -> float:
@@ -155,8 +174,8 @@ def choose_bands_rows(threshold: float, num_perm: int,
         if v is None:
             q = misses.get(r)
             if q is None:
-                q = misses[r] = 1.0 - _GRID ** r
-            p = 1.0 - q ** b
+                q = misses[r] = 1.0 - _power(_GRID, r)
+            p = 1.0 - _power(q, b)
             fp = float(np.trapezoid(p[lo], x_lo)) if use_lo else 0.0
             fn = float(np.trapezoid(1.0 - p[hi], x_hi)) if use_hi else 0.0
             v = scores[(b, r)] = (fp, fn, fp_weight * fp + fn_weight * fn)
