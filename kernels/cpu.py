@@ -16,7 +16,8 @@ import numpy as np
 
 from .jit import njit
 
-from .hashing import U64, fmix64, oph_filled, oph_probe, oph_put, oph_source, oph_start, xxh64
+from .densify import LANES, densify_group, first_hits, probe_table
+from .hashing import U64, fmix64, oph_bin, oph_start, xxh64
 from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
                          jaccard_of_runs, jaccard_upper)
@@ -92,92 +93,64 @@ def _minhash_blocks(offsets, data, docs, word_mode, n, a, b, shift, out, counts,
                 out[t, k] = mins[k] >> sh
 
 
-#: Probes of each bin tried at once, without a branch, before a bin still
-#: empty is probed one by one; probes of each bin kept in a table.
-FIRST_PROBES = 8
-TABLE_PROBES = 64
-
-
-@njit(cache=True, stand_in="vector_misc.probe_table")
-def _probe_table(q, K):
-    """The first :data:`TABLE_PROBES` probes of every bin (``K x
-    TABLE_PROBES`` uint32, unsigned so that indexing by them needs no test
-    for a negative index; :func:`kernels.hashing.oph_probe`)."""
-    out = np.empty((K, TABLE_PROBES), np.uint32)
-    for k in range(K):
-        for t in range(TABLE_PROBES):
-            out[k, t] = oph_probe(q, k, t, K)
-    return out
-
-
-@njit(cache=True)
-def _densify(q, probes, row, filled, flag, src):
-    """:func:`kernels.hashing.oph_densify` for the CPU, the same values: every
-    bin's first :data:`FIRST_PROBES` probes tested together and the first
-    filled one kept, with selects rather than branches (a filled bin keeps
-    itself), then the bins none of them reached probed one by one by
-    :func:`kernels.hashing.oph_source` (the table ``probes``,
-    :func:`_probe_table`, then probes computed). ``flag`` (uint8) and ``src``
-    (uint32) are scratch of ``K``; every index is unsigned (a quarter of the
-    time of signed ones, which Numba tests for wrapping around)."""
-    K = row.shape[0]
-    none = U32(0xFFFFFFFF)
-    for k in range(K):
-        flag[k] = oph_filled(filled, k)
-    for k in range(K):
-        c = none
-        for t in range(FIRST_PROBES - 1, -1, -1):
-            p = probes[k, t]
-            c = p if flag[p] else c
-        src[k] = U32(k) if flag[k] else c
-    for k in range(K):
-        c = src[k]
-        if c == none:
-            c = U32(oph_source(q, probes, filled, k, FIRST_PROBES))
-        row[k] = row[c]
-
-
 def oph_minhash(offsets, data, docs, word_mode, n, p, q, shift, out, counts):
     """One-permutation sketches (``kernels.hashing.oph_row``) of the documents
     ``docs``, as :func:`minhash` writes signatures: ``out`` is ``uint32``
     (``shift=32``) or ``uint64`` (``shift=0``), all ones for a document
     without shingles; ``counts[t]`` gets its number of shingles."""
-    probes = _probe_table(q, out.shape[1])
+    K = out.shape[1]
     for_range(_oph_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, p, q,
-              shift, out, counts, probes)
+              shift, out, counts, probe_table(q, K), first_hits(q, K))
 
 
 @njit(cache=True, nogil=True, stand_in="vector_text.oph_blocks")
-def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, b0, b1):
+def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, hits,
+                b0, b1):
+    """``kernels.hashing.oph_row`` of the documents of blocks ``b0 .. b1 - 1``,
+    :data:`kernels.densify.LANES` documents at a time: their hashes folded
+    into their bins, then their empty bins filled together
+    (:func:`kernels.densify.densify_group`; ``probes`` and ``hits``, its
+    tables)."""
     D = docs.shape[0]
     K = out.shape[1]
     sh = U64(shift)
+    flags = np.empty((K, LANES), np.uint8)
+    filled = np.empty((LANES, (K + 63) // 64), np.uint64)
+    src = np.empty((K, LANES), np.uint32)
+    few = np.empty(K, np.uint32)
     for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
         pos_a, pos_b, scratch, words, hashes = _block_scratch(offsets, docs, lo, hi)
-        filled = np.empty((K + 63) // 64, np.uint64)
-        flag = np.empty(K, np.uint8)
-        src = np.empty(K, np.uint32)
-        for t in range(lo, hi):
-            i = docs[t]
-            cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a, pos_b,
-                              scratch, words, hashes)
-            counts[t] = cnt
-            if cnt == 0:
-                for k in range(K):
-                    out[t, k] = ~U64(0) >> sh
-                continue
-            # oph_row in two passes: the permutation across all hashes at
-            # once (in vector registers), then each into its bin
-            h = hashes[:cnt]
-            for s in range(cnt):
-                h[s] = fmix64(h[s] ^ p)
-            row = out[t]
-            oph_start(row, filled, sh)
-            for s in range(cnt):
-                oph_put(h[s], sh, row, filled)
-            _densify(q, probes, row, filled, flag, src)
+        for g0 in range(lo, hi, LANES):
+            g1 = min(hi, g0 + LANES)
+            flags[:, :] = 0
+            for t in range(g0, g1):
+                i = docs[t]
+                cnt = _doc_hashes(data, offsets[i], offsets[i + 1], word_mode, n, pos_a,
+                                  pos_b, scratch, words, hashes)
+                counts[t] = cnt
+                row = out[t]
+                if cnt == 0:
+                    for k in range(K):
+                        row[k] = ~U64(0) >> sh
+                    continue
+                # the permutation across all hashes at once (in vector
+                # registers), then each into its bin
+                h = hashes[:cnt]
+                for s in range(cnt):
+                    h[s] = fmix64(h[s] ^ p)
+                j = U64(t - g0)
+                fj = filled[j]
+                oph_start(row, fj, sh)
+                for s in range(cnt):
+                    y = h[s]
+                    k = U64(oph_bin(y, K))
+                    fj[k >> U64(6)] |= U64(1) << (k & U64(63))
+                    flags[k, j] = 1
+                    v = y >> sh
+                    row[k] = v if v < row[k] else row[k]
+            densify_group(q, probes, hits, flags, filled, counts[g0:g1], out[g0:g1], src, few)
 
 
 def band_keys(sig, bands, rows, out):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from .buckets import BUCKET_MUL as _BUCKET_MUL, BUCKET_SALT as _BUCKET_SALT
-from .cpu import TABLE_PROBES
+from .densify import TABLE_PROBES
 from .hashing import GOLDEN, MIX_1, MIX_2, U64
 from .primitives import BOUND_BINS, BOUND_WORDS, runs_intersect_at_least
 
@@ -131,7 +131,7 @@ def probe_bins(base, t, K):
 
 
 def probe_table(q, K):
-    """``kernels.cpu._probe_table``: the first :data:`TABLE_PROBES` probes
+    """``kernels.densify.probe_table``: the first :data:`TABLE_PROBES` probes
     of every bin, ``K x TABLE_PROBES`` uint32."""
     return probe_bins(probe_bases(q, K), np.arange(TABLE_PROBES), K).astype(np.uint32)
 

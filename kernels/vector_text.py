@@ -27,7 +27,8 @@ import functools
 import numpy as np
 import xxhash
 
-from .cpu import BLOCK, FIRST_PROBES
+from .cpu import BLOCK
+from .densify import FIRST_PROBES
 from .hashing import PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64
 from .primitives import BOUND_BINS, BOUND_WORDS
 from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_indices
@@ -375,10 +376,12 @@ def _sorted_sets(hashes, doc, docs):
 
 # -- the kernels ------------------------------------------------------------------
 
-def oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, b0, b1):
+def oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, probes, hits, b0,
+               b1):
     """``kernels.cpu._oph_blocks``: the one-permutation sketches of the
     documents of blocks ``b0..b1-1`` of ``docs`` into ``out``, their numbers
-    of shingles into ``counts``."""
+    of shingles into ``counts`` (``hits``, a shortcut of the compiled
+    kernel, is not needed)."""
     lo, hi = _block_range(docs, b0, b1)
     for t0, t1 in _pieces(offsets, docs, lo, hi):
         hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
@@ -408,7 +411,7 @@ def _sketches(hashes, doc, count, p, q, shift, K, probes):
 
 def _sources(filled, q, probes):
     """The bin each bin of each row takes its value from (``kernels.cpu.
-    _densify`` and ``kernels.hashing.oph_source``): itself when filled,
+    _oph_blocks`` and ``kernels.hashing.oph_source``): itself when filled,
     else the first filled one of its first probes, else of its later
     probes, else the next filled one to its right."""
     D, K = filled.shape

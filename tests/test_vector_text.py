@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from gpu_dedup.kernels import cpu, hashing
+from gpu_dedup.kernels import cpu, densify, hashing
 from gpu_dedup.kernels import vector_text as vt
 from gpu_dedup.stages.signatures import hash_params
 
@@ -109,15 +109,17 @@ def test_oph_blocks(corpus, n, word, K, shift):
     offsets, data, docs = corpus
     a, b = hash_params(K, 11 + n)
     p, q = a[0], b[0]
-    probes = cpu._probe_table(q, K)
+    probes = densify.probe_table(q, K)
+    hits = densify.first_hits(q, K)
     dtype = np.uint32 if shift == 32 else np.uint64
     for b0, b1 in RANGES:
         want = np.full((docs.shape[0], K), 0xABCD, dtype)
         got = want.copy()
         wc = np.full(docs.shape[0], -5, np.int64)
         gc = wc.copy()
-        cpu._oph_blocks(offsets, data, docs, word, n, p, q, shift, want, wc, probes, b0, b1)
-        vt.oph_blocks(offsets, data, docs, word, n, p, q, shift, got, gc, probes, b0, b1)
+        cpu._oph_blocks(offsets, data, docs, word, n, p, q, shift, want, wc, probes, hits,
+                        b0, b1)
+        vt.oph_blocks(offsets, data, docs, word, n, p, q, shift, got, gc, probes, hits, b0, b1)
         np.testing.assert_array_equal(gc, wc)
         np.testing.assert_array_equal(got, want)
 
@@ -246,31 +248,73 @@ def test_malformed_utf8_walks_as_the_decoder_does(n):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("K", [7, 16, 256])
+@pytest.mark.parametrize("K", [7, 16, 256, 600])
 def test_densify_every_path(K):
-    """Bins filled at random, densified as ``cpu._densify`` does: among the
-    first probes, later ones (from the table, then computed), and past
-    them the next filled bin to the right (probe tables that never hit)."""
+    """Bins filled at random, densified as ``densify.densify_group`` does,
+    with and without its table of first hits: among the first probes,
+    later ones (from the table, then computed), from the first hits (few
+    filled bins), and past them the next filled bin to the right (probe
+    tables that never hit); a row without shingles is left alone."""
     rng = np.random.default_rng(K)
     q = np.uint64(0x1234_5678_9ABC_DEF1)
+    G, W = 30, (K + 63) // 64
     for trial in range(40):
-        filled = rng.random((30, K)) < rng.choice([0.01, 0.05, 0.3, 0.9])
-        filled[np.arange(30), rng.integers(0, K, 30)] = True
+        filled = rng.random((G, K)) < rng.choice([0.005, 0.01, 0.05, 0.3, 0.9])
+        filled[np.arange(G), rng.integers(0, K, G)] = True
         filled[:3] = False
         filled[:3, :2] = True                        # two filled bins
-        probes = cpu._probe_table(q, K)
+        filled[3:6] = False
+        filled[3:6, rng.integers(0, K)] = True        # one filled bin
+        probes = densify.probe_table(q, K)
+        hits = densify.first_hits(q, K)
+        assert hits.shape == ((K, K) if K <= densify.HITS_BINS else (0, 0))
+        tables = [hits, np.zeros((0, 0), np.uint32)]
         if trial % 4 == 3:
-            probes[:] = K - 1                        # the table never hits...
+            probes[:] = K - 1                        # the table never hits
             filled[:, K - 1] = False
             filled[:, 0] = True
+            tables = tables[1:]                      # (first hits of other probes)
         src = vt._sources(filled, q, probes)
-        for r in range(30):
-            row = np.arange(K, dtype=np.uint64)
-            bits = np.zeros((K + 63) // 64, np.uint64)
+        flags = np.zeros((K, densify.LANES), np.uint8)
+        flags[:, :G] = filled.T
+        bits = np.zeros((densify.LANES, W), np.uint64)
+        for r in range(G):
             for k in np.flatnonzero(filled[r]):
-                bits[k >> 6] |= np.uint64(1) << np.uint64(k & 63)
-            cpu._densify(q, probes, row, bits, np.empty(K, np.uint8), np.empty(K, np.int64))
-            np.testing.assert_array_equal(src[r], row.astype(np.int64))
+                bits[r, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
+        counts = np.ones(G, np.int64)
+        counts[7] = 0                                # no shingles: left alone
+        def densified(table):
+            rows = np.tile(np.arange(K, dtype=np.uint64), (G, 1))
+            densify.densify_group(q, probes, table, flags, bits, counts, rows,
+                                  np.empty((K, densify.LANES), np.uint32),
+                                  np.empty(K, np.uint32))
+            return rows.astype(np.int64)
+
+        want = src.copy()
+        want[7] = np.arange(K)
+        for table in tables:
+            np.testing.assert_array_equal(densified(table), want)
+        if trial % 4 == 3 and K <= densify.HITS_BINS:
+            # no bin's probes name a filled one: the next filled to the right
+            got = densified(np.full((K, K), 0xFFFFFFFF, np.uint32))
+            for r in range(G):
+                on = np.flatnonzero(filled[r])
+                if r != 7 and on.size * on.size <= K:
+                    right = on[np.searchsorted(on, np.arange(K)) % on.size]
+                    np.testing.assert_array_equal(got[r], right)
+
+
+@pytest.mark.parametrize("K", [1, 7, 128])
+def test_first_hits(K):
+    """Each bin's first probe of each other bin, from the probes one by one."""
+    q = np.uint64(99)
+    hits = densify.first_hits(q, K)
+    for k in range(K):
+        seen = {}
+        for t in range(8 * K):
+            seen.setdefault(int(hashing.oph_probe(q, k, t, K)), t)
+        want = [seen.get(f, 0xFFFFFFFF) for f in range(K)]
+        assert hits[k].tolist() == want
 
 
 @pytest.mark.parametrize("word", [False, True])
@@ -279,14 +323,17 @@ def test_real_text(real, word):
     for n in (1, 5, 9):
         for K, shift in ((128, 32), (64, 0)):
             a, b = hash_params(K, 42)
-            probes = cpu._probe_table(b[0], K)
+            probes = densify.probe_table(b[0], K)
+            hits = densify.first_hits(b[0], K)
             dtype = np.uint32 if shift == 32 else np.uint64
             want = np.zeros((docs.shape[0], K), dtype)
             got = want.copy()
             wc = np.zeros(docs.shape[0], np.int64)
             gc = wc.copy()
-            cpu._oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, want, wc, probes, 0, 3)
-            vt.oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, got, gc, probes, 0, 3)
+            cpu._oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, want, wc, probes,
+                            hits, 0, 3)
+            vt.oph_blocks(offsets, data, docs, word, n, a[0], b[0], shift, got, gc, probes,
+                          hits, 0, 3)
             np.testing.assert_array_equal(gc, wc)
             np.testing.assert_array_equal(got, want)
         wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, n, 0, 3)
@@ -321,15 +368,18 @@ def test_documents_in_pieces(corpus, monkeypatch):
     N = offsets.shape[0] - 1
     K = 64
     a, b = hash_params(K, 1)
-    probes = cpu._probe_table(b[0], K)
+    probes = densify.probe_table(b[0], K)
+    hits = densify.first_hits(b[0], K)
     for word in (False, True):
         for b0, b1 in ((0, 3), (1, 3), (2, 2), (3, 5)):
             want = np.full((docs.shape[0], K), 9, np.uint64)
             got = want.copy()
             wc = np.full(docs.shape[0], -1, np.int64)
             gc = wc.copy()
-            cpu._oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, want, wc, probes, b0, b1)
-            vt.oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, got, gc, probes, b0, b1)
+            cpu._oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, want, wc, probes, hits,
+                            b0, b1)
+            vt.oph_blocks(offsets, data, docs, word, 4, a[0], b[0], 0, got, gc, probes, hits,
+                          b0, b1)
             np.testing.assert_array_equal(gc, wc)
             np.testing.assert_array_equal(got, want)
             wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, 4, b0, b1)
@@ -369,7 +419,7 @@ def test_no_numba_import():
             "out = np.zeros((2, 4), np.uint64)\ncnt = np.zeros(2, np.int64)\n"
             "probes = np.zeros((4, 64), np.int32)\n"
             "vt.oph_blocks(off, data, np.arange(2), False, 3, np.uint64(1), np.uint64(2), 0,"
-            " out, cnt, probes, 0, 1)\n"
+            " out, cnt, probes, np.zeros((0, 0), np.uint32), 0, 1)\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=300)
