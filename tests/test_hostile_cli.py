@@ -416,7 +416,10 @@ def test_choice_and_areas_do_not_depend_on_the_cpus_vector_unit():
     """NumPy picks its loops by CPU (AVX-512, AVX2, baseline), and ``power``
     differs between them in the last bit; a run must choose the same bands
     and rows, with the same areas, on every machine."""
-    from numpy._core import _multiarray_umath as umath
+    try:
+        from numpy._core import _multiarray_umath as umath
+    except ImportError:                          # NumPy 1.x
+        from numpy.core import _multiarray_umath as umath
     keys = [(0.9, 4096), (0.99, 2048), (0.999, 9000), (0.8, 128), (0.5, 1000)]
     code = ("import json, sys; from gpu_dedup.params import choose_bands_rows as c; "
             "print(json.dumps([[x.bands, x.rows, x.fp_area.hex(), x.fn_area.hex()] "
