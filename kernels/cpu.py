@@ -17,7 +17,7 @@ import numpy as np
 from .jit import njit
 
 from .densify import LANES, densify_group, first_hits, probe_table
-from .hashing import U64, fmix64, oph_bin, oph_start, xxh64
+from .hashing import U64, fmix64, oph_bin, xxh64
 from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
                          jaccard_of_runs, jaccard_upper)
@@ -114,10 +114,11 @@ def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, pro
     D = docs.shape[0]
     K = out.shape[1]
     sh = U64(shift)
+    top = ~U64(0) >> sh
     flags = np.empty((K, LANES), np.uint8)
-    filled = np.empty((LANES, (K + 63) // 64), np.uint64)
     src = np.empty((K, LANES), np.uint32)
     few = np.empty(K, np.uint32)
+    bits = np.empty((K + 63) // 64, np.uint64)
     for blk in range(b0, b1):
         lo = blk * BLOCK
         hi = min(D, lo + BLOCK)
@@ -131,9 +132,9 @@ def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, pro
                                   pos_b, scratch, words, hashes)
                 counts[t] = cnt
                 row = out[t]
+                for k in range(K):      # each value the largest: a bin's first hash needs no branch
+                    row[k] = top
                 if cnt == 0:
-                    for k in range(K):
-                        row[k] = ~U64(0) >> sh
                     continue
                 # the permutation across all hashes at once (in vector
                 # registers), then each into its bin
@@ -141,16 +142,13 @@ def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, pro
                 for s in range(cnt):
                     h[s] = fmix64(h[s] ^ p)
                 j = U64(t - g0)
-                fj = filled[j]
-                oph_start(row, fj, sh)
                 for s in range(cnt):
                     y = h[s]
                     k = U64(oph_bin(y, K))
-                    fj[k >> U64(6)] |= U64(1) << (k & U64(63))
                     flags[k, j] = 1
                     v = y >> sh
                     row[k] = v if v < row[k] else row[k]
-            densify_group(q, probes, hits, flags, filled, counts[g0:g1], out[g0:g1], src, few)
+            densify_group(q, probes, hits, flags, counts[g0:g1], out[g0:g1], src, few, bits)
 
 
 def band_keys(sig, bands, rows, out):

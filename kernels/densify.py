@@ -78,13 +78,17 @@ def first_hits(q, K: int) -> np.ndarray:
 
 
 @njit(cache=True)
-def _filled_bins(filled, K, out):
-    """The filled bins (``kernels.hashing.oph_filled``) into ``out``,
-    ascending; their number."""
+def _filled_bins(flags, g, few, bits):
+    """Row ``g``'s filled bins (``flags[:, g]``): ascending into ``few``,
+    and as the bits ``kernels.hashing.oph_filled`` reads into ``bits``;
+    their number."""
+    for w in range(bits.shape[0]):
+        bits[w] = U64(0)
     m = 0
-    for k in range(K):
-        if oph_filled(filled, k):
-            out[m] = U32(k)
+    for k in range(flags.shape[0]):
+        if flags[U64(k), g]:
+            few[m] = U32(k)
+            bits[k >> 6] |= U64(1) << U64(k & 63)
             m += 1
     return m
 
@@ -114,15 +118,15 @@ def _hit_source(hits, filled, few, k):
 
 
 @njit(cache=True, nogil=True)
-def densify_group(q, probes, hits, flags, filled, counts, rows, src, few):
+def densify_group(q, probes, hits, flags, counts, rows, src, few, bits):
     """Fill the empty bins of the sketches ``rows`` (``G <= LANES`` rows of
     ``K`` values) as ``kernels.hashing.oph_densify`` does. A row's filled
     bins are ``flags[:, g]`` (uint8, ``K x LANES``, zero in the columns of
-    rows not given) and the bits ``filled[g]``; a row whose ``counts[g]``
-    is 0 has none and is left as it is. ``probes``: :func:`probe_table`;
-    ``hits``: :func:`first_hits` (or an empty table); ``src`` (uint32,
-    ``K x LANES``) and ``few`` (uint32, ``K``): scratch. Every index is
-    unsigned (Numba tests each signed one for wrapping around)."""
+    rows not given); a row whose ``counts[g]`` is 0 has none and is left as
+    it is. ``probes``: :func:`probe_table`; ``hits``: :func:`first_hits`
+    (or an empty table); ``src`` (uint32, ``K x LANES``), ``few`` (uint32,
+    ``K``) and ``bits`` (uint64, ``(K + 63) // 64``): scratch. Every index
+    is unsigned (Numba tests each signed one for wrapping around)."""
     K = rows.shape[1]
     for k in range(K):
         c = src[U64(k)]
@@ -141,15 +145,14 @@ def densify_group(q, probes, hits, flags, filled, counts, rows, src, few):
         if counts[g] == 0:
             continue
         row = rows[g]
-        fg = filled[U64(g)]
         nf = -1
         for k in range(K):
             c = src[U64(k), U64(g)]
             if c == _NONE:
                 if nf < 0:              # the filled bins, once a bin needs them
-                    nf = _filled_bins(fg, K, few)
+                    nf = _filled_bins(flags, U64(g), few, bits)
                 if table and nf * nf <= K:
-                    c = _hit_source(hits, fg, few[:nf], k)
+                    c = _hit_source(hits, bits, few[:nf], k)
                 else:
-                    c = U32(oph_source(q, probes, fg, k, FIRST_PROBES))
+                    c = U32(oph_source(q, probes, bits, k, FIRST_PROBES))
             row[k] = row[c]

@@ -277,17 +277,13 @@ def test_densify_every_path(K):
         src = vt._sources(filled, q, probes)
         flags = np.zeros((K, densify.LANES), np.uint8)
         flags[:, :G] = filled.T
-        bits = np.zeros((densify.LANES, W), np.uint64)
-        for r in range(G):
-            for k in np.flatnonzero(filled[r]):
-                bits[r, k >> 6] |= np.uint64(1) << np.uint64(k & 63)
         counts = np.ones(G, np.int64)
         counts[7] = 0                                # no shingles: left alone
         def densified(table):
             rows = np.tile(np.arange(K, dtype=np.uint64), (G, 1))
-            densify.densify_group(q, probes, table, flags, bits, counts, rows,
+            densify.densify_group(q, probes, table, flags, counts, rows,
                                   np.empty((K, densify.LANES), np.uint32),
-                                  np.empty(K, np.uint32))
+                                  np.empty(K, np.uint32), np.empty(W, np.uint64))
             return rows.astype(np.int64)
 
         want = src.copy()
