@@ -23,11 +23,32 @@ def to_host(x) -> np.ndarray:
     return get() if callable(get) else np.asarray(x)
 
 
+def _strings(values: list, type):
+    """A string array of Python ``str`` ``values``, from its buffers; None
+    when a value is not a ``str`` (or cannot be UTF-8), or the bytes overflow
+    ``string``'s 32-bit offsets: :func:`arrow` leaves those to ``pa.array``."""
+    import pyarrow as pa
+    try:
+        encoded = [v.encode("utf-8") for v in values]
+    except (AttributeError, UnicodeEncodeError):
+        return None
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(e) for e in encoded], out=offsets[1:])
+    if pa.types.is_string(type):
+        if offsets[-1] >= 1 << 31:
+            return None
+        offsets = offsets.astype(np.int32)
+    return pa.Array.from_buffers(type, len(encoded), [None, pa.py_buffer(offsets),
+                                                      pa.py_buffer(b"".join(encoded))])
+
+
 def arrow(values, type=None, mask=None):
     """``pa.array(values, type, mask=mask)``, built on the buffer of a 1-D
     NumPy array of numbers or booleans (converted to ``type`` first when it
-    differs), with the nulls where ``mask`` is true. An empty list becomes an
-    empty array of ``type``; anything else goes to ``pa.array``.
+    differs), with the nulls where ``mask`` is true, or on the bytes of a
+    list of ``str`` for a ``string`` or ``large_string`` ``type``. An empty
+    list becomes an empty array of ``type``; anything else goes to
+    ``pa.array``.
 
     ``pa.array`` first asks whether its argument is a pandas object, and
     imports pandas to ask; building from buffers does not.
@@ -38,6 +59,11 @@ def arrow(values, type=None, mask=None):
     import pyarrow as pa
     if isinstance(values, list) and not values and type is not None:
         return pa.nulls(0, type)
+    if isinstance(values, list) and mask is None and type is not None \
+            and (pa.types.is_string(type) or pa.types.is_large_string(type)):
+        got = _strings(values, type)
+        if got is not None:
+            return got
     if not isinstance(values, np.ndarray) or values.ndim != 1 \
             or values.dtype.kind not in "biuf":
         return pa.array(values, type=type, mask=mask)

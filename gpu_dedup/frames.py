@@ -13,8 +13,8 @@ import hashlib
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .compute import pc
 from .config import Config
 from .errors import ConfigError, InputError
 from .ids import duplicate_id_error, first_duplicate

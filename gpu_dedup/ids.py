@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from .compute import pc
 from .arrays import unique
 from .errors import InputError
 

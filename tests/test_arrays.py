@@ -139,6 +139,10 @@ def test_stable_order_is_numpys_stable_argsort(case):
     (np.zeros(0, np.int64), None, None),
     ([], "large_string", None),
     (np.array(["a", None], dtype=object), "string", None),
+    (["a", "", "h\u00e9llo \u2713", "\U0001f600" * 3], "large_string", None),
+    (["a", "", "h\u00e9llo \u2713", "\U0001f600" * 3], "string", None),
+    (["", ""], "string", None),
+    (["a", None], "large_string", None),                     # not all str: pa.array
 ])
 def test_arrow_column_equals_pa_array(values, type_, mask):
     import pyarrow as pa
@@ -148,6 +152,7 @@ def test_arrow_column_equals_pa_array(values, type_, mask):
                                     "string": pa.string()}[type_]
     got = arrow(values, t, mask=mask)
     want = pa.array(values, t, mask=mask)
+    got.validate(full=True)
     assert got.type == want.type
     assert got.null_count == want.null_count
     assert got.to_pylist() == want.to_pylist() or (           # NaN != NaN

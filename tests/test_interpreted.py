@@ -162,12 +162,34 @@ def test_a_kernel_compiles_with_its_callees_as_dispatchers():
     assert cpu._text_hash_docs.__doc__ == cpu._text_hash_docs.py_func.__doc__
 
 
-def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path):
-    """Nor NumPy's masked arrays (which ``np.unique`` imports): each costs a
-    warm start more than a small run's work."""
+def _small_input(tmp_path, kind: str):
+    """60 short documents, 7 distinct texts, as ``kind`` of input."""
+    texts = [f"document {i % 7} says hello world" for i in range(60)]
+    if kind == "txt":
+        (tmp_path / "docs").mkdir()
+        for i, t in enumerate(texts):
+            (tmp_path / "docs" / f"{i:02d}.txt").write_text(t)
+        return tmp_path / "docs"
+    if kind == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"id": list(range(60)), "text": texts}), tmp_path / "docs.parquet")
+        return tmp_path / "docs.parquet"
     src = tmp_path / "docs.jsonl"
-    src.write_text("".join(json.dumps({"id": i, "text": f"document {i % 7} says hello world"})
-                           + "\n" for i in range(60)))
+    src.write_text("".join(json.dumps({"text": t, **({"id": i} if kind == "jsonl" else {})})
+                           + "\n" for i, t in enumerate(texts)))
+    return src
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "jsonl-no-ids", "parquet", "txt"])
+def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
+    """Nor NumPy's masked arrays (which ``np.unique`` imports), nor
+    ``pyarrow.compute`` (:mod:`gpu_dedup.compute`): each costs a warm start
+    more than a small run's work. Whatever the input: integer ids are cast,
+    missing ones generated (``FILE:LINE``, or a text file's path), without
+    ``pa.array``, which imports pandas, or ``Array.cast``, which imports
+    ``pyarrow.compute``."""
+    src = _small_input(tmp_path, kind)
     out = tmp_path / "out"
     code = textwrap.dedent(f"""
         import json, sys
@@ -176,17 +198,17 @@ def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path):
             main(["run", {str(src)!r}, "--output", {str(out)!r}], standalone_mode=False)
         except SystemExit as e:
             assert not e.code, e.code
-        mods = ("numba", "pandas", "numpy.ma")
+        mods = ("numba", "pandas", "numpy.ma", "pyarrow.compute")
         print(json.dumps([m in sys.modules for m in mods]))
         import numba, pandas               # installed: the check above could fail
-        import numpy.ma
+        import numpy.ma, pyarrow.compute
         print(json.dumps([m in sys.modules for m in mods]))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     before, after = (json.loads(x) for x in r.stdout.strip().splitlines()[-2:])
-    assert (before, after) == ([False] * 3, [True] * 3)
+    assert (before, after) == ([False] * 4, [True] * 4)
     assert "compiling" not in r.stderr            # nothing is compiled: no notice
     report = json.loads((out / "report.json").read_text())
     assert report["kernels"] == "interpreted" and "numba" not in report["versions"]

@@ -18,6 +18,7 @@ from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
 from ..arrays import arrow
+from ..compute import cast, take
 from . import layout
 from .assign_tasks import output_removed
 from .records import Documents
@@ -110,14 +111,14 @@ class RunOutputs:
         the index."""
         docs = np.asarray(docs, dtype=np.int64)
         if not self.C:
-            return self.ids_of(docs).cast(pa.string())
+            return cast(self.ids_of(docs), pa.string())
         inside = docs < self.C
         out = np.empty(docs.size, dtype=object)
         if inside.any():
-            out[inside] = self.context.ids.take(arrow(docs[inside])).to_numpy(
+            out[inside] = take(self.context.ids, arrow(docs[inside])).to_numpy(
                 zero_copy_only=False)
         if (~inside).any():
-            out[~inside] = self.ids_of(docs[~inside]).cast(pa.string()).to_numpy(
+            out[~inside] = cast(self.ids_of(docs[~inside]), pa.string()).to_numpy(
                 zero_copy_only=False)
         return arrow(out, pa.string())
 
@@ -154,14 +155,14 @@ class RunOutputs:
                     slot[gone] = np.arange(gone.size)
                     mask = arrow(slot, mask=slot < 0)
                     dup = d[s:e][gone]
-                    cols = {"id": ids.slice(s, e - s).cast(pa.string()),
+                    cols = {"id": cast(ids.slice(s, e - s), pa.string()),
                             "cluster": arrow(r["cluster"][s:e], pa.int64()),
                             "kept": arrow(ks, pa.bool_()),
-                            "duplicate_of": self._names(dup).take(mask),
+                            "duplicate_of": take(self._names(dup), mask),
                             "similarity": arrow(r["similarity"][s:e], pa.float64(),
                                                    mask=ks)}
                     if self.context is not None:
-                        cols["duplicate_of_index"] = self.context.index_names(dup).take(mask)
+                        cols["duplicate_of_index"] = take(self.context.index_names(dup), mask)
                     rg.add(pa.table(cols, schema=schema))
                     del cols, dup, mask, slot
                 del ids, r

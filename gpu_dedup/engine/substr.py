@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from ..compute import pc
 from ..arrays import arrow, string_ranges
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels

@@ -10,9 +10,9 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ..compute import pc
 from ..io.sources import output_names
 from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K

@@ -42,10 +42,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..arrays import arrow, concat_csr, take_rows, unique
 from ..backend import get_backend
+from ..compute import cast, pc, take
 from ..config import Config
 from ..errors import DedupError
 from ..kernels import cpu as cpu_kernels
@@ -230,7 +230,7 @@ def chunk_ids(ctx: Ctx, unit: dict, d: dict) -> pa.Array | None:
             ids = generated_ids(d["path"], d["lines"])
     if ids is not None:
         if ids.type != pa.large_string():
-            ids = ids.cast(pa.large_string())
+            ids = cast(ids, pa.large_string())
         if ids.null_count:
             ids = pc.fill_null(ids, "")       # a file with some ids missing: an error later
     return ids
@@ -298,7 +298,7 @@ def gather(ctx: Ctx, documents: Documents, docs: np.ndarray, name: str) -> pa.Ar
     for s, e in zip(np.concatenate([[0], cut]), np.concatenate([cut, [docs.size]])):
         c = int(ci[s])
         col = st.column(layout.chunk_file(documents.chunks[c]["key"], name))
-        parts.append(col.take(arrow(docs[s:e] - int(documents.starts[c]))))
+        parts.append(take(col, arrow(docs[s:e] - int(documents.starts[c]))))
         del col
     return pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
 
@@ -310,9 +310,9 @@ def gather_ids(ctx: Ctx, documents: Documents, docs: np.ndarray) -> pa.Array:
         return arrow([], pa.large_string())
     if len(documents.chunks) == 1:
         ids = ctx.store.column(layout.chunk_file(documents.chunks[0]["key"], layout.IDS))
-        return ids.take(arrow(docs))
+        return take(ids, arrow(docs))
     u, inv = unique(docs, return_inverse=True)
-    return gather(ctx, documents, u, layout.IDS).take(arrow(inv.astype(np.int64)))
+    return take(gather(ctx, documents, u, layout.IDS), arrow(inv.astype(np.int64)))
 
 
 # -- verify --------------------------------------------------------------------

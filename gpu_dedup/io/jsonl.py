@@ -38,6 +38,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.json as pj
 
+from ..compute import cast
 from ..errors import InputError
 from .compression import CompressedWriter, compression_of, open_decompressed
 from .records import BadRecord, one_line, parse_record
@@ -228,7 +229,7 @@ def _arrow_block(block: bytes, st: ShardReadState, n_records: int, max_line: int
                 ids = t.column(st.id_field)
                 st.id_type = typ
                 if ids.type != pa.large_string():
-                    ids = ids.cast(pa.large_string())
+                    ids = cast(ids, pa.large_string())
         return texts.chunks, None if ids is None else ids.chunks
     return None
 

@@ -19,6 +19,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..arrays import arrow
+from ..compute import call, cast, take
 from ..errors import InputError
 from .fs import is_url, open_input_file
 from .names import native_path, require_regular
@@ -122,7 +124,7 @@ def filter_rows(table: pa.Table, mask: pa.Array) -> pa.Table:
     (``string_view``): those columns are filtered as their ``large_``
     counterpart and cast back."""
     try:
-        return table.filter(mask)
+        return call("filter", table, mask)
     except pa.ArrowNotImplementedError:
         pass
     cols = []
@@ -206,13 +208,13 @@ def read_batches(path: str, schema: pa.Schema, batches, text_field: str = "text"
             n = batch.num_rows
             t = batch.column(text_field)
             if t.type != pa.large_string():
-                t = t.cast(pa.large_string())
+                t = cast(t, pa.large_string())
             i = None
             if use_id:
                 i = batch.column(id_field)
                 if i.type != pa.large_string():
                     try:
-                        i = i.cast(pa.large_string())
+                        i = cast(i, pa.large_string())
                     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
                         raise InputError(f"{display_name(path)}: field {id_field!r} cannot be "
                                          f"used as an id ({schema.field(id_field).type}); "
@@ -279,11 +281,11 @@ def write_kept_rows(src: str, locations: np.ndarray, keep: np.ndarray, dst: str,
             if sel.size:
                 mask = np.zeros(n, dtype=bool)
                 mask[locations[lo:hi][sel] - base - 1] = True
-                t = filter_rows(pf.read_row_group(g), pa.array(mask))
+                t = filter_rows(pf.read_row_group(g), arrow(mask))
                 if texts_of is not None:
                     col = schema.get_field_index(text_field)
-                    new = texts_of(lo, hi).take(pa.array(sel))
-                    t = t.set_column(col, schema.field(col), new.cast(schema.field(col).type))
+                    new = take(texts_of(lo, hi), arrow(np.asarray(sel, dtype=np.int64)))
+                    t = t.set_column(col, schema.field(col), cast(new, schema.field(col).type))
                 w.write_table(t)
                 written += int(sel.size)
             base += n

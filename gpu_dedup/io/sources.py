@@ -39,8 +39,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from ..arrays import arrow
+from ..compute import cast, pc, prefixed
 from ..errors import InputError
 from ..ids import duplicate_id_error, first_duplicate
 from ..paths import plain_relative
@@ -251,11 +252,11 @@ def generated_ids(path: str, locations: np.ndarray, files: list | None = None) -
     their ``locations``, or, for a text shard (``files``: its files relative
     to ``path``), the path of text file number ``location``."""
     if files is not None:
-        return pa.array([display_name(os.path.join(path, files[int(loc) - 1]))
-                         for loc in np.asarray(locations).tolist()], type=pa.large_string())
-    nums = pa.array(locations, type=pa.int64()).cast(pa.large_string())
-    return pc.binary_join_element_wise(pa.scalar(f"{display_name(path)}:", pa.large_string()),
-                                       nums, pa.scalar("", pa.large_string()))
+        return arrow([display_name(os.path.join(path, files[int(loc) - 1]))
+                      for loc in np.asarray(locations).tolist()], pa.large_string())
+    # built without pa.array or pa.scalar, which import pandas when it is installed
+    nums = cast(arrow(np.asarray(locations, dtype=np.int64)), pa.large_string())
+    return prefixed(f"{display_name(path)}:", nums)
 
 
 @dataclass

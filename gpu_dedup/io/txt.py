@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from ..arrays import arrow
 from ..errors import InputError
 from ..paths import contained
 from .names import printable, require_regular
@@ -59,9 +60,8 @@ def read_txt_files(root: str, files: list[str], progress=None) -> TxtData:
             texts.append(raw.decode("utf-8", errors="replace"))
         if progress is not None and (k & 1023) == 0:
             progress(k / n)
-    ids = pa.array([printable(rel.replace(os.sep, "/")) for rel in files],
-                   type=pa.large_string())
-    return TxtData(pa.array(texts, type=pa.large_string()), ids, invalid)
+    ids = arrow([printable(rel.replace(os.sep, "/")) for rel in files], pa.large_string())
+    return TxtData(arrow(texts, pa.large_string()), ids, invalid)
 
 
 def _output(dst_dir: str, rel: str) -> str:

@@ -16,7 +16,9 @@ from typing import Callable
 
 import numpy as np
 import pyarrow as pa
+
 from ..arrays import arrow
+from ..compute import cast, take
 
 from .arrow import datasets_files, write_kept_ipc
 from .jsonl import BLOCK_BYTES, write_edited_lines, write_kept_lines
@@ -47,7 +49,7 @@ class TextEdit:
         if records.size == 0:
             return arrow([], pa.large_string())
         a = int(records[0])
-        return self.many(a, int(records[-1]) + 1).take(arrow(records - a))
+        return take(self.many(a, int(records[-1]) + 1), arrow(records - a))
 
 
 def _ipc_edit(edit: TextEdit, keep: np.ndarray):
@@ -57,7 +59,7 @@ def _ipc_edit(edit: TextEdit, keep: np.ndarray):
 
     def replace(t: pa.Table, lo: int, hi: int) -> pa.Table:
         i = t.schema.get_field_index(edit.field)
-        new = edit.take(kept[lo:hi]).cast(t.schema.field(i).type)
+        new = cast(edit.take(kept[lo:hi]), t.schema.field(i).type)
         return t.set_column(i, t.schema.field(i), new)
     return replace
 

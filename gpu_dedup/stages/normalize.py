@@ -15,22 +15,23 @@ import itertools
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
+
+from ..compute import call, cast, nfkc, replace_regex, trim
 
 _WS = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]+"
 
 
 def _arrow_step(out: pa.Array, step: str) -> pa.Array:
     if step == "nfkc":
-        return pc.utf8_normalize(out, "NFKC")
+        return nfkc(out)
     if step == "lower":
-        return pc.utf8_lower(out)
+        return call("utf8_lower", out)
     if step == "punct":
-        return pc.replace_substring_regex(out, r"\p{P}+", "")
+        return replace_regex(out, r"\p{P}+", "")
     if step == "digits":
-        return pc.replace_substring_regex(out, r"\p{Nd}+", "0")
+        return replace_regex(out, r"\p{Nd}+", "0")
     if step == "ws":
-        return pc.utf8_trim(pc.replace_substring_regex(out, _WS, " "), " ")
+        return trim(replace_regex(out, _WS, " "), " ")
     raise ValueError(f"unknown normalization step {step!r}")  # validated by Config
 
 
@@ -79,7 +80,7 @@ def normalize_text(arr: pa.Array, steps) -> pa.Array:
     """Apply the normalization ``steps`` to a string array; returns ``large_string``."""
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
-    out = arr.cast(pa.large_string()) if arr.type != pa.large_string() else arr
+    out = cast(arr, pa.large_string()) if arr.type != pa.large_string() else arr
     # Arrow's steps keep nulls as they are, so whether the kernel can fold
     # whitespace is known up front.
     kernel_ws = not out.null_count
@@ -99,7 +100,7 @@ def text_buffers(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(arr, pa.ChunkedArray):
         arr = arr.combine_chunks()
     if arr.type != pa.large_string():
-        arr = arr.cast(pa.large_string())
+        arr = cast(arr, pa.large_string())
     bufs = arr.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int64)[arr.offset:arr.offset + len(arr) + 1]
     data = (np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size
