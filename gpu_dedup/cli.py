@@ -480,5 +480,46 @@ for _command in (substr, semantic, tune, demo, doctor):
     main.add_command(_command)
 
 
+def console() -> None:
+    """The ``gpu-dedup`` program: :func:`main`, then :func:`quick_exit` with
+    its status."""
+    try:
+        main()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
+    quick_exit(code)
+
+
+def quick_exit(code) -> None:
+    """End the process with status ``code`` without tearing the interpreter
+    down (freeing every module of NumPy, Arrow and the package: 30-40 ms of
+    a run of 0.3 s), once that can lose nothing: standard output and error
+    flushed, the at-exit handlers run (logging's flush, temporary folders'
+    removal, a Dask cluster's shutdown), and no thread left that a normal
+    exit would wait for. Otherwise, or for a status that is not a number,
+    the usual ``sys.exit``."""
+    import atexit
+    import threading
+    code = 0 if code is None else code
+    if not isinstance(code, int):
+        sys.exit(code)
+    main_thread = threading.main_thread()
+    if any(t is not main_thread and not t.daemon and t.is_alive()
+           for t in threading.enumerate()):
+        sys.exit(code)
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except (OSError, ValueError, AttributeError):   # a closed pipe, or no such hook
+        sys.exit(code)
+    os._exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()
