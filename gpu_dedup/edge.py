@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-from .io.fs import redact
+from .io.fs import redact, secrets
 
 #: ``OSError`` numbers that say something about the machine, the files or the
 #: network the user gave, not about this program.
@@ -52,20 +52,24 @@ def printable(text) -> str:
     return s
 
 
-def clean(text) -> str:
-    """``text`` as the user may see it: credentials masked, printable."""
-    return printable(redact(printable(text)))
+def clean(text, known: list[str] | None = None) -> str:
+    """``text`` as the user may see it: credentials masked, printable
+    (``known``: a list of :func:`gpu_dedup.io.fs.secrets` made once for many
+    texts, brought up to date when a text's URL shows a new one)."""
+    return printable(redact(printable(text), known))
 
 
-def clean_tree(obj):
+def clean_tree(obj, known: list[str] | None = None):
     """A report (dicts, lists, strings, numbers) with every string, keys
     included, :func:`clean`."""
+    if known is None:
+        known = secrets()
     if isinstance(obj, str):
-        return clean(obj)
+        return clean(obj, known)
     if isinstance(obj, dict):
-        return {clean_tree(k): clean_tree(v) for k, v in obj.items()}
+        return {clean_tree(k, known): clean_tree(v, known) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(clean_tree(v) for v in obj)
+        return type(obj)(clean_tree(v, known) for v in obj)
     return obj
 
 

@@ -27,6 +27,18 @@ def test_redact_masks_the_user_info_of_any_url():
     assert "SECRET" not in out and "VALUE@" not in out, out
 
 
+def test_a_report_masks_a_secret_that_an_earlier_string_of_it_showed(monkeypatch):
+    """:func:`gpu_dedup.edge.clean_tree` makes the list of secrets once; a
+    URL in one of its strings adds its user-info for the strings after it."""
+    from gpu_dedup.edge import clean_tree
+    monkeypatch.setattr(fs, "_SEEN", set())
+    monkeypatch.setenv("HF_TOKEN", "hf_tokenvalue")
+    tree = {"input": "s3://NEWKEYID:NEWSECRET1@bucket/x", "later": ["NEWSECRET1 and NEWKEYID"],
+            "hf_tokenvalue": 3}
+    out = clean_tree(tree)
+    assert out == {"input": "s3://***@bucket/x", "later": ["*** and ***"], "***": 3}
+
+
 def test_public_url_hides_the_credentials():
     assert fs.public_url("s3://AKIAXXXX:SECRETVALUE@bucket/x/") == "s3://***@bucket/x/"
     assert fs.public_url("s3://bucket/x/") == "s3://bucket/x/"

@@ -110,12 +110,31 @@ def _remember(info: str) -> None:
         _SEEN.add(info.split(":", 1)[0])
 
 
-def redact(text: str) -> str:
+def secrets() -> list[str]:
+    """What :func:`redact` masks besides URLs' user-info, longest first: the
+    user-info seen in URLs before, the storage options' keys and the key
+    variables of the storage services."""
+    found = {v for v in _SEEN if len(v) >= 4}
+    for k in ("secret_key", "access_key", "session_token", "account_key", "token",
+              "sas_token", "client_secret"):
+        v = _OPTIONS.get(k)
+        if v:
+            found.add(str(v))
+    for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
+              "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "HF_TOKEN"):
+        v = os.environ.get(k)
+        if v and len(v) >= 4:
+            found.add(v)
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, known: list[str] | None = None) -> str:
     """``text`` with no credential in it: the user-info of every URL
     (``scheme://user:pass@host/...`` -> ``scheme://***@host/...``, and a bare
-    ``user@`` too), any user-info seen in a URL before, the storage options'
-    keys and the key variables of the storage services are masked."""
+    ``user@`` too), and :func:`secrets` (``known``: a list of them the caller
+    made, for many texts at once) are masked."""
     text = str(text)
+    seen = len(_SEEN)
 
     def url(m):
         scheme, rest = m.group(1), m.group(2)
@@ -126,19 +145,12 @@ def redact(text: str) -> str:
         return scheme + "***@" + rest[len(info) + 1:]
 
     text = _URL_RE.sub(url, text)
-    for v in sorted(_SEEN, key=len, reverse=True):
-        if len(v) >= 4:
-            text = text.replace(v, "***")
-    for k in ("secret_key", "access_key", "session_token", "account_key", "token",
-              "sas_token", "client_secret"):
-        v = _OPTIONS.get(k)
-        if v:
-            text = text.replace(str(v), "***")
-    for k in ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ACCESS_KEY_ID",
-              "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_TOKEN", "HF_TOKEN"):
-        v = os.environ.get(k)
-        if v and len(v) >= 4:
-            text = text.replace(v, "***")
+    if known is None:
+        known = secrets()
+    elif len(_SEEN) != seen:                      # this text taught a new one: for
+        known[:] = secrets()                      # the caller's later texts too
+    for v in known:
+        text = text.replace(v, "***")
     return text
 
 
