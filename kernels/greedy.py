@@ -351,7 +351,9 @@ def _window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0,
                 m += 1
         if runs > 1:
             seg = tmp[cap[v]:m]
-            cnt[v + 1] = sorted_unique(seg, m - cap[v])
+            # ranks are never negative: sorted as uint64, their order is the same,
+            # and the sort compiled for the shingle sets' uint64 serves both
+            cnt[v + 1] = sorted_unique(seg.view(np.uint64), m - cap[v])
         else:       # one bucket's first members: ascending and distinct already
             cnt[v + 1] = m - cap[v]
 
@@ -416,7 +418,7 @@ def greedy_pass(todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, 
             for j in range(min(kcount[b], limit)):
                 part[m] = klist[b_off[b] + j]
                 m += 1
-        m = sorted_unique(part, m)
+        m = sorted_unique(part.view(np.uint64), m)
         best_u = -1
         best_s = -1.0
         if not held:
@@ -443,7 +445,7 @@ def greedy_pass(todo, d_off, d_bkt, b_off, state, klist, kcount, blist, bcount, 
                     for j in range(min(bcount[b], limit)):
                         part[m] = blist[b_off[b] + j]
                         m += 1
-            m = sorted_unique(part, m)
+            m = sorted_unique(part.view(np.uint64), m)
             for j in range(m):
                 if _window_find(p_off, p_u, v, part[j]) >= 0:
                     continue

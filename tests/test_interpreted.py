@@ -180,6 +180,30 @@ def _small_input(tmp_path, kind: str):
                            + "\n" for i, t in enumerate(texts)))
     return src
 
+def test_a_kernel_called_with_constants_compiles_once_for_their_types(tmp_path, monkeypatch):
+    """A kernel called from compiled code with constants (``f(a, 0)``,
+    ``f(a, 1)``) is compiled for ``int64``, as a call from Python would
+    make it, not once more for each ``Literal``."""
+    import numba
+    (tmp_path / "constant_calls.py").write_text(textwrap.dedent("""
+        from gpu_dedup.kernels.jit import njit
+
+        @njit
+        def callee(a, k):
+            return a[0] + k
+
+        @njit
+        def caller(a):
+            return callee(a, 0) + callee(a, 1) + callee(a, True)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import constant_calls as m
+    assert m.caller(np.arange(3, dtype=np.int64)) == 0 + 1 + 1
+    sigs = m.callee.compiled.signatures
+    assert sigs == [(numba.types.Array(numba.int64, 1, "C"), numba.int64),
+                    (numba.types.Array(numba.int64, 1, "C"), numba.boolean)], sigs
+
+
 
 @pytest.mark.parametrize("kind", ["jsonl", "jsonl-no-ids", "parquet", "txt"])
 def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
