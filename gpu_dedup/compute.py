@@ -4,8 +4,8 @@ Importing ``pyarrow.compute`` builds a Python function, with its docstring,
 for every one of Arrow's several hundred compute functions: about 45 ms, a
 sixth of a small run's wall time. The few functions that every run calls
 (:func:`cast`, :func:`take`, the normalization steps, :func:`prefixed`,
-and :func:`call` by name) go straight to the
-functions' registry, which Arrow's core module holds anyway; :data:`pc` is
+and :func:`call` by name) go straight to the functions' registry
+(``pyarrow._compute``, a few milliseconds to import); :data:`pc` is
 ``pyarrow.compute`` itself, imported at its first use, for the rest.
 ``Array.cast`` and ``Array.take`` import ``pyarrow.compute`` too, so code on
 the path of every run calls :func:`cast` and :func:`take` instead.
