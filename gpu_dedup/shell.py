@@ -34,7 +34,7 @@ from .engine.session import Session, os_error, session
 from .errors import ConfigError
 from .io.plan import input_bytes, plan_reads
 from .io.sources import ON_BAD_RECORD, group_inputs
-from .kernels.jit import interpreted
+from .kernels.jit import interpreted, load_numba_ahead
 from .memory import format_size, parse_size
 
 log = logging.getLogger("gpu_dedup")
@@ -193,6 +193,8 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
         try:
             small = command.interpretable and interpreted_kernels(measured, s.executor,
                                                                    opened.backend)
+            if not small and s.executor.shared_memory and opened.backend.name == "cpu":
+                load_numba_ahead()                # while the inputs are read
             with interpreted(small):
                 return _run_and_publish(runner, command, opened, s, paths, html)
         except OSError as exc:

@@ -85,6 +85,31 @@ class compiling:
         return False
 
 
+def load_numba_ahead() -> threading.Thread | None:
+    """Start importing Numba and loading its CPU target in a daemon thread
+    (about half a second, most of what the first compiled kernel of a process
+    costs before its own code loads), so that a run that reads its input
+    first finds it done when its first kernel is called. The thread holds
+    Numba's compiler lock while it loads, as a first kernel call would, so
+    either order is safe; nothing is started where kernels run interpreted.
+    Returns the thread, or None."""
+    if interpreting():
+        return None
+    t = threading.Thread(target=_load_numba, name="gpu-dedup-load-numba", daemon=True)
+    t.start()
+    return t
+
+
+def _load_numba() -> None:
+    try:
+        from numba.core.compiler_lock import global_compiler_lock
+        from numba.core.registry import cpu_target
+        with global_compiler_lock:
+            cpu_target.target_context.refresh()
+    except (ImportError, AttributeError):   # Numba's internals are no API: if they
+        pass                                # moved, the first kernel loads it instead
+
+
 class Kernel:
     """A kernel: its Python function, compiled by Numba on first use.
 

@@ -78,14 +78,21 @@ def test_interpreted_run_gives_the_compiled_bytes(tmp_path, corpus, option):
     assert small_report["documents"] == ref_report["documents"]
 
 
-def test_a_run_of_more_text_compiles(tmp_path):
+def test_a_run_of_more_text_compiles(tmp_path, monkeypatch):
+    """And loads Numba ahead while it reads (a small run does not)."""
+    from gpu_dedup import shell
     from gpu_dedup.engine.plan import INTERPRET_BYTES
+    ahead = []
+    monkeypatch.setattr(shell, "load_numba_ahead", lambda: ahead.append(True))
     texts = []
     while sum(len(t) for t in texts) <= INTERPRET_BYTES:
         texts += make_texts(400, seed=len(texts))
     _, report = _run(str(tmp_path), write_inputs(str(tmp_path / "in"), texts), Config(),
                      compiled=False)
-    assert report["kernels"] == "compiled"
+    assert report["kernels"] == "compiled" and ahead == [True]
+    _, report = _run(str(tmp_path / "small"), write_inputs(str(tmp_path / "in2"), texts[:50]),
+                     Config(), compiled=False)
+    assert report["kernels"] == "interpreted" and ahead == [True]
 
 
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
@@ -179,6 +186,33 @@ def _small_input(tmp_path, kind: str):
     src.write_text("".join(json.dumps({"text": t, **({"id": i} if kind == "jsonl" else {})})
                            + "\n" for i, t in enumerate(texts)))
     return src
+
+def test_numba_is_loaded_ahead_in_a_daemon_thread_only_where_kernels_compile():
+    """:func:`gpu_dedup.kernels.jit.load_numba_ahead`: nothing where kernels
+    run interpreted; otherwise a daemon thread that imports Numba and loads
+    its CPU target (its implementations' modules), after which a kernel runs
+    as before."""
+    code = textwrap.dedent("""
+        import sys
+        import numpy as np
+        from gpu_dedup.kernels import jit
+        with jit.interpreted():
+            assert jit.load_numba_ahead() is None
+        assert "numba" not in sys.modules
+        t = jit.load_numba_ahead()
+        assert t.daemon
+        t.join(120)
+        assert not t.is_alive()
+        assert "numba.np.arraymath" in sys.modules      # loaded by the CPU target
+        from gpu_dedup.kernels import cpu
+        off, data = cpu.fold_spaces(np.array([0, 9], np.int64), np.frombuffer(b" a  b c  ", np.uint8))
+        assert bytes(data) == b"a b c", bytes(data)
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
 
 def test_a_kernel_called_with_constants_compiles_once_for_their_types(tmp_path, monkeypatch):
     """A kernel called from compiled code with constants (``f(a, 0)``,
