@@ -169,24 +169,6 @@ def test_a_kernel_compiles_with_its_callees_as_dispatchers():
     assert cpu._text_hash_docs.__doc__ == cpu._text_hash_docs.py_func.__doc__
 
 
-def _small_input(tmp_path, kind: str):
-    """60 short documents, 7 distinct texts, as ``kind`` of input."""
-    texts = [f"document {i % 7} says hello world" for i in range(60)]
-    if kind == "txt":
-        (tmp_path / "docs").mkdir()
-        for i, t in enumerate(texts):
-            (tmp_path / "docs" / f"{i:02d}.txt").write_text(t)
-        return tmp_path / "docs"
-    if kind == "parquet":
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        pq.write_table(pa.table({"id": list(range(60)), "text": texts}), tmp_path / "docs.parquet")
-        return tmp_path / "docs.parquet"
-    src = tmp_path / "docs.jsonl"
-    src.write_text("".join(json.dumps({"text": t, **({"id": i} if kind == "jsonl" else {})})
-                           + "\n" for i, t in enumerate(texts)))
-    return src
-
 def test_numba_is_loaded_ahead_in_a_daemon_thread_only_where_kernels_compile():
     """:func:`gpu_dedup.kernels.jit.load_numba_ahead`: nothing where kernels
     run interpreted; otherwise a daemon thread that imports Numba and loads
@@ -205,7 +187,8 @@ def test_numba_is_loaded_ahead_in_a_daemon_thread_only_where_kernels_compile():
         assert not t.is_alive()
         assert "numba.np.arraymath" in sys.modules      # loaded by the CPU target
         from gpu_dedup.kernels import cpu
-        off, data = cpu.fold_spaces(np.array([0, 9], np.int64), np.frombuffer(b" a  b c  ", np.uint8))
+        off, data = cpu.fold_spaces(np.array([0, 9], np.int64),
+                                    np.frombuffer(b" a  b c  ", np.uint8))
         assert bytes(data) == b"a b c", bytes(data)
         print("ok")
     """)
@@ -237,6 +220,25 @@ def test_a_kernel_called_with_constants_compiles_once_for_their_types(tmp_path, 
     assert sigs == [(numba.types.Array(numba.int64, 1, "C"), numba.int64),
                     (numba.types.Array(numba.int64, 1, "C"), numba.boolean)], sigs
 
+
+
+def _small_input(tmp_path, kind: str):
+    """60 short documents, 7 distinct texts, as ``kind`` of input."""
+    texts = [f"document {i % 7} says hello world" for i in range(60)]
+    if kind == "txt":
+        (tmp_path / "docs").mkdir()
+        for i, t in enumerate(texts):
+            (tmp_path / "docs" / f"{i:02d}.txt").write_text(t)
+        return tmp_path / "docs"
+    if kind == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({"id": list(range(60)), "text": texts}), tmp_path / "docs.parquet")
+        return tmp_path / "docs.parquet"
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps({"text": t, **({"id": i} if kind == "jsonl" else {})})
+                           + "\n" for i, t in enumerate(texts)))
+    return src
 
 
 @pytest.mark.parametrize("kind", ["jsonl", "jsonl-no-ids", "parquet", "txt"])

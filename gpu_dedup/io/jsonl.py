@@ -21,8 +21,8 @@ type... That parser names the first bad line or, with ``on_bad_record="skip"``,
 skips bad records and lists them. Clean input never runs Python per record.
 The checks that need no state (UTF-8, the lines, which lines are records,
 ``NaN``/``Inf`` literals: :func:`scan_block`) run for the next block in a
-worker thread while Arrow parses this one (:func:`scanned`): 1.2-2x the
-speed of reading with both in turn (``bench/read_speed.py``).
+worker thread while Arrow parses this one (:func:`scanned`): 1.1-2x the
+speed of reading with both in turn (``bench/results/reading.md``).
 
 Writing copies the kept records' lines exactly as they are in the input
 (invalid UTF-8, carriage returns and a leading byte-order mark, which belongs
@@ -319,7 +319,7 @@ def scan_block(block: bytes) -> BlockScan:
 
 
 def scanned(blocks):
-    """``(block, scan)`` of each of ``blocks`` (:func:`scan_block`), in
+    """The :class:`BlockScan` of each of ``blocks`` (:func:`scan_block`), in
     order; the next block is taken from ``blocks`` (read, decompressed) and
     scanned in a worker thread while the caller parses this one. Errors
     (a corrupt file) reach the caller when it asks for that block."""
