@@ -19,10 +19,6 @@ counted), a line that is not ``{...}``, a record without a string text, a
 number literal Arrow accepts but JSON does not (``Inf``), ids of another
 type... That parser names the first bad line or, with ``on_bad_record="skip"``,
 skips bad records and lists them. Clean input never runs Python per record.
-The checks that need no state (UTF-8, the lines, which lines are records,
-``NaN``/``Inf`` literals: :func:`scan_block`) run for the next block in a
-worker thread while Arrow parses this one (:func:`scanned`): 1.1-2x the
-speed of reading with both in turn (``bench/results/reading.md``).
 
 Writing copies the kept records' lines exactly as they are in the input
 (invalid UTF-8, carriage returns and a leading byte-order mark, which belongs
@@ -267,34 +263,20 @@ def _nan_inf_suspect(block: bytes, buf: np.ndarray, starts, ends) -> bool:
     return False
 
 
-@dataclass
-class BlockScan:
-    """What :func:`scan_block` finds in a block, before Arrow parses it."""
-
-    block: bytes                 # with invalid UTF-8 replaced
-    bad_lines: list              # 0-based lines that had invalid UTF-8
-    starts: np.ndarray
-    ends: np.ndarray
-    lens: np.ndarray
-    record: np.ndarray           # per line: a ``{...}`` record (not blank)
-    structurally_bad: bool       # a line neither blank nor ``{...}``
-    suspicious: bool             # a number literal JSON does not allow, maybe
-
-
-def scan_block(block: bytes) -> BlockScan:
-    """The checks of a block that need no state: its UTF-8 (repaired), its
-    lines, which of them are records, and whether any line needs Python's
-    parser (a line that is not ``{...}``, or a NaN or Inf literal). A pure
-    function of the block, so a worker thread runs it for the next block
-    while Arrow parses this one (:func:`scanned`)."""
+def parse_block(block: bytes, st: ShardReadState) -> None:
+    """Parse one newline-aligned block into ``st`` (texts, ids, line numbers,
+    skipped records). Raises :class:`InputError` on the first bad record
+    unless ``st.on_bad_record == "skip"``."""
+    base = st.line_base
     bad_lines: list[int] = []
     if not _is_utf8(block):
         block, bad_lines = repair_utf8(block)
     buf = np.frombuffer(block, dtype=np.uint8)
     starts, ends = _line_bounds(buf)
-    lens = ends - starts
+    st.line_base = base + starts.size
     if starts.size == 0:
-        return BlockScan(block, bad_lines, starts, ends, lens, np.zeros(0, bool), False, False)
+        return
+    lens = ends - starts
     ok = lens >= 2
     first = buf[np.minimum(starts, buf.size - 1)]
     last = buf[np.maximum(ends - 1, 0)]
@@ -315,47 +297,10 @@ def scan_block(block: bytes) -> BlockScan:
                 structurally_bad = True
                 break
     suspicious = False if structurally_bad else _nan_inf_suspect(block, buf, starts, ends)
-    return BlockScan(block, bad_lines, starts, ends, lens, record, structurally_bad, suspicious)
-
-
-def scanned(blocks):
-    """The :class:`BlockScan` of each of ``blocks`` (:func:`scan_block`), in
-    order; the next block is taken from ``blocks`` (read, decompressed) and
-    scanned in a worker thread while the caller parses this one. Errors
-    (a corrupt file) reach the caller when it asks for that block."""
-    from concurrent.futures import ThreadPoolExecutor
-    it = iter(blocks)
-
-    def step():
-        block = next(it, None)
-        return None if block is None else scan_block(block)
-
-    with ThreadPoolExecutor(1, thread_name_prefix="gpu-dedup-scan") as pool:
-        ahead = pool.submit(step)
-        while True:
-            scan = ahead.result()
-            if scan is None:
-                return
-            ahead = pool.submit(step)
-            yield scan
-
-
-def parse_block(block, st: ShardReadState) -> None:
-    """Parse one newline-aligned block (or its :class:`BlockScan`) into
-    ``st`` (texts, ids, line numbers, skipped records). Raises
-    :class:`InputError` on the first bad record unless
-    ``st.on_bad_record == "skip"``."""
-    sc = block if isinstance(block, BlockScan) else scan_block(block)
-    block, bad_lines, starts, ends = sc.block, sc.bad_lines, sc.starts, sc.ends
-    base = st.line_base
-    st.line_base = base + starts.size
-    if starts.size == 0:
-        return
-    structurally_bad, suspicious = sc.structurally_bad, sc.suspicious
-    rec_idx = np.flatnonzero(sc.record)
+    rec_idx = np.flatnonzero(record)
     got = None
     if not structurally_bad and not suspicious and rec_idx.size:
-        got = _arrow_block(block, st, int(rec_idx.size), int(sc.lens.max()))
+        got = _arrow_block(block, st, int(rec_idx.size), int(lens.max()))
     if got is not None:
         texts, ids = got
         st.texts.extend(texts)
@@ -435,10 +380,10 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
     if on_bad_record not in ON_BAD_RECORD:
         raise ValueError(f"on_bad_record must be 'error' or 'skip', got {on_bad_record!r}")
     st = ShardReadState(path, text_field, id_field, on_bad_record)
-    for scan in scanned(iter_blocks(path, block_bytes)):
-        parse_block(scan, st)
+    for block in iter_blocks(path, block_bytes):
+        parse_block(block, st)
         if progress is not None:
-            progress(len(scan.block))
+            progress(len(block))
     if st.texts:
         texts = pa.concat_arrays(st.texts)
         lines = np.concatenate(st.lines)

@@ -27,7 +27,7 @@ import zstandard
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
 from .compression import compression_of
-from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block, scanned
+from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
 from .fs import getsize, open_binary
 from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
@@ -243,8 +243,8 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
     """
     st = ShardReadState(path, text_field, id_field, on_bad_record)
     st.line_base = lines_before
-    for scan in scanned(blocks):
-        parse_block(scan, st)
+    for block in blocks:
+        parse_block(block, st)
     texts = pa.concat_arrays(st.texts) if st.texts else pa.array([], pa.large_string())
     lines = np.concatenate(st.lines) if st.lines else np.zeros(0, np.int64)
     ids = None
