@@ -24,6 +24,7 @@ from .arrays import unique
 from .stages.summaries import size_counts, size_labels, top_clusters
 from .edge import clean_tree
 from .html_page import esc, page, write_page
+from .io.fs import secrets_held
 from .params import approx_threshold, collision_probability
 
 #: Clusters shown, largest first, and removed documents shown per cluster.
@@ -31,7 +32,7 @@ TOP_CLUSTERS = 20
 REMOVED_PER_CLUSTER = 3
 #: Words of a document compared and shown at most; equal runs longer than
 #: ``2 * CONTEXT_WORDS`` are shortened to their ends.
-MAX_WORDS = 2000
+MAX_WORDS = 1000
 CONTEXT_WORDS = 12
 
 _CSS = """
@@ -290,6 +291,12 @@ def data_of_result(result, threshold: float) -> HtmlData:
 # clusters and word differences
 # ---------------------------------------------------------------------------
 
+def _words(words) -> str:
+    """Words shown one space apart: cleaned and escaped as one text (a
+    credential split over words is masked too)."""
+    return esc(" ".join(words))
+
+
 def _collapse(ops, words_a, words_b):
     """Render both sides of a word diff, shortening long equal runs."""
     left, right = [], []
@@ -297,21 +304,44 @@ def _collapse(ops, words_a, words_b):
         if tag == "equal":
             n = a1 - a0
             if n > 2 * CONTEXT_WORDS + 4:
-                head = " ".join(esc(w) for w in words_a[a0:a0 + CONTEXT_WORDS])
-                tail = " ".join(esc(w) for w in words_a[a1 - CONTEXT_WORDS:a1])
+                head = _words(words_a[a0:a0 + CONTEXT_WORDS])
+                tail = _words(words_a[a1 - CONTEXT_WORDS:a1])
                 gap = f'<span class="gap">… {n - 2 * CONTEXT_WORDS:,} same words …</span>'
                 left.append(f"{head} {gap} {tail}")
                 right.append(f"{head} {gap} {tail}")
             else:
-                t = " ".join(esc(w) for w in words_a[a0:a1])
+                t = _words(words_a[a0:a1])
                 left.append(t)
                 right.append(t)
             continue
         if a1 > a0:
-            left.append("<del>" + " ".join(esc(w) for w in words_a[a0:a1]) + "</del>")
+            left.append("<del>" + _words(words_a[a0:a1]) + "</del>")
         if b1 > b0:
-            right.append("<ins>" + " ".join(esc(w) for w in words_b[b0:b1]) + "</ins>")
+            right.append("<ins>" + _words(words_b[b0:b1]) + "</ins>")
     return " ".join(x for x in left if x), " ".join(x for x in right if x)
+
+
+def _opcodes(a: list, b: list) -> list:
+    """``difflib``'s opcodes turning the words ``a`` into ``b``: the words
+    both start and end with are equal runs as they are, and the matcher
+    runs on what lies between (its search is the slow part, and
+    near-duplicates mostly differ in a few places)."""
+    n = min(len(a), len(b))
+    head = 0
+    while head < n and a[head] == b[head]:
+        head += 1
+    tail = 0
+    while tail < n - head and a[-1 - tail] == b[-1 - tail]:
+        tail += 1
+    ea, eb = len(a) - tail, len(b) - tail
+    ops = [("equal", 0, head, 0, head)] if head else []
+    if head < ea or head < eb:
+        mid = difflib.SequenceMatcher(None, a[head:ea], b[head:eb], autojunk=False)
+        ops += [(t, a0 + head, a1 + head, b0 + head, b1 + head)
+                for t, a0, a1, b0, b1 in mid.get_opcodes()]
+    if tail:
+        ops.append(("equal", ea, len(a), eb, len(b)))
+    return ops
 
 
 def word_diff(kept: str, other: str) -> tuple[str, str, int]:
@@ -324,8 +354,7 @@ def word_diff(kept: str, other: str) -> tuple[str, str, int]:
     if len(a) > MAX_WORDS or len(b) > MAX_WORDS:
         more = f' <span class="gap">… (first {MAX_WORDS:,} words compared)</span>'
         a, b = a[:MAX_WORDS], b[:MAX_WORDS]
-    sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    ops = sm.get_opcodes()
+    ops = _opcodes(a, b)
     diff = sum(max(a1 - a0, b1 - b0) for tag, a0, a1, b0, b1 in ops if tag != "equal")
     left, right = _collapse(ops, a, b)
     return left + more, right + more, diff
@@ -452,4 +481,5 @@ def write_html(path: str, report: dict, data, corpus) -> None:
     :class:`HtmlData`, or a library result (:func:`data_of_result`)."""
     if not isinstance(data, HtmlData):
         data = data_of_result(data, float(report["parameters"]["threshold"]))
-    write_page(path, render(clean_tree(report), data, corpus))
+    with secrets_held():
+        write_page(path, render(clean_tree(report), data, corpus))

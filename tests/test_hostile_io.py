@@ -39,6 +39,42 @@ def test_a_report_masks_a_secret_that_an_earlier_string_of_it_showed(monkeypatch
     assert out == {"input": "s3://***@bucket/x", "later": ["*** and ***"], "***": 3}
 
 
+def test_secrets_held_reads_them_once_and_learns_from_later_urls(monkeypatch):
+    """Within :class:`gpu_dedup.io.fs.secrets_held`, the list is made once
+    (an environment variable set inside the block is not read again), and
+    a URL cleaned inside it still teaches its user-info to the strings after
+    it; outside the block every call reads the environment again."""
+    from gpu_dedup.edge import clean
+    monkeypatch.setattr(fs, "_SEEN", set())
+    monkeypatch.setenv("HF_TOKEN", "hf_tokenvalue")
+    with fs.secrets_held():
+        assert clean("a hf_tokenvalue b") == "a *** b"
+        monkeypatch.setenv("AWS_SESSION_TOKEN", "sessiontokenvalue")
+        assert clean("sessiontokenvalue") == "sessiontokenvalue"
+        assert clean("s3://NEWKEYID:NEWSECRET1@bucket/x") == "s3://***@bucket/x"
+        assert clean("then NEWSECRET1 hf_tokenvalue") == "then *** ***"
+        with fs.secrets_held():                       # nested: the same list
+            assert clean("NEWKEYID") == "***"
+    assert clean("sessiontokenvalue and hf_tokenvalue") == "*** and ***"
+
+
+def test_a_report_page_masks_a_secret_in_a_document_it_shows(tmp_path, monkeypatch):
+    """The page's word differences mask a secret whatever word it is in."""
+    from types import SimpleNamespace
+    import numpy as np
+    import pyarrow as pa
+    from gpu_dedup.report_html import _clusters_html, data_of_result
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "topsecretkey")
+    result = SimpleNamespace(cluster=np.array([0, 0]), kept=np.array([True, False]),
+                             duplicate_of=np.array([-1, 0]), similarity=np.array([np.nan, 0.9]),
+                             pair_similarity=np.array([0.9]), pair_exact=np.array([False]))
+    corpus = SimpleNamespace(texts=pa.array(["key topsecretkey here", "key topsecretkey there"]),
+                             ids=pa.array(["a", "b"]))
+    with fs.secrets_held():
+        page = _clusters_html(data_of_result(result, 0.8), corpus)
+    assert "topsecretkey" not in page and "***" in page
+
+
 def test_public_url_hides_the_credentials():
     assert fs.public_url("s3://AKIAXXXX:SECRETVALUE@bucket/x/") == "s3://***@bucket/x/"
     assert fs.public_url("s3://bucket/x/") == "s3://bucket/x/"

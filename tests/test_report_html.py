@@ -126,6 +126,40 @@ def test_corpus_text_is_escaped_and_nothing_is_fetched(page):
     assert "http://" not in stripped and "https://" not in stripped and "url(" not in stripped
 
 
+def test_word_opcodes_are_a_diff_and_the_matcher_s_between_common_ends():
+    import difflib
+    import random
+    from gpu_dedup.report_html import _opcodes
+    rng = random.Random(1)
+    for _ in range(2000):
+        a = [rng.choice("abcde") for _ in range(rng.randint(0, 30))]
+        b = list(a)
+        for _ in range(rng.randint(0, 4)):
+            j = rng.randint(0, len(b))
+            op = rng.random()
+            if op < .4:
+                b.insert(j, rng.choice("abcdeX"))
+            elif b and op < .8:
+                del b[min(j, len(b) - 1)]
+            elif b:
+                b[min(j, len(b) - 1)] = "Y"
+        ops = _opcodes(a, b)
+        # the opcodes cover both sides in order, and equal runs are equal
+        assert [x for _, a0, a1, _, _ in ops for x in a[a0:a1]] == a
+        assert [x for _, _, _, b0, b1 in ops for x in b[b0:b1]] == b
+        assert all(a[a0:a1] == b[b0:b1] for t, a0, a1, b0, b1 in ops if t == "equal")
+        assert all(t in ("equal", "replace", "insert", "delete") for t, *_ in ops)
+        if a == b:
+            assert ops == difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    # between the common ends, the matcher's own opcodes
+    a = "x y a b c z w".split()
+    b = "x y c b a z w".split()
+    mid = difflib.SequenceMatcher(None, a[2:5], b[2:5], autojunk=False).get_opcodes()
+    assert _opcodes(a, b) == ([("equal", 0, 2, 0, 2)]
+                              + [(t, a0 + 2, a1 + 2, b0 + 2, b1 + 2) for t, a0, a1, b0, b1 in mid]
+                              + [("equal", 5, 7, 5, 7)])
+
+
 def test_word_diff_and_histograms():
     left, right, n = word_diff("a b c d e", "a b X d e f")
     assert left == "a b <del>c</del> d e" and right == "a b <ins>X</ins> d e <ins>f</ins>"

@@ -110,10 +110,34 @@ def _remember(info: str) -> None:
         _SEEN.add(info.split(":", 1)[0])
 
 
+_HELD = threading.local()
+
+
+class secrets_held:
+    """Within the ``with`` block, on this thread, :func:`secrets` is made
+    once and made again only when a URL has taught a new one: for code
+    that cleans many strings at once (a report's page cleans every word it
+    shows, and reading the environment for each took longer than the rest
+    of a small run's report)."""
+
+    def __enter__(self):
+        self._before = getattr(_HELD, "made", None)
+        if self._before is None:
+            _HELD.made = (-1, [])
+        return self
+
+    def __exit__(self, *exc):
+        _HELD.made = self._before
+        return False
+
+
 def secrets() -> list[str]:
     """What :func:`redact` masks besides URLs' user-info, longest first: the
     user-info seen in URLs before, the storage options' keys and the key
     variables of the storage services."""
+    made = getattr(_HELD, "made", None)
+    if made is not None and made[0] == len(_SEEN):
+        return list(made[1])
     found = {v for v in _SEEN if len(v) >= 4}
     for k in ("secret_key", "access_key", "session_token", "account_key", "token",
               "sas_token", "client_secret"):
@@ -125,7 +149,11 @@ def secrets() -> list[str]:
         v = os.environ.get(k)
         if v and len(v) >= 4:
             found.add(v)
-    return sorted(found, key=len, reverse=True)
+    found = sorted(found, key=len, reverse=True)
+    if made is not None:
+        _HELD.made = (len(_SEEN), found)
+        return list(found)
+    return found
 
 
 def redact(text: str, known: list[str] | None = None) -> str:
