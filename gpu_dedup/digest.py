@@ -33,10 +33,29 @@ def stream_sum(f, buf: bytearray | None = None) -> tuple[int, str]:
     return size, h.hexdigest()
 
 
-def file_sum(path: str, buf: bytearray | None = None) -> tuple[int, str]:
+class ReadBuffer:
+    """One read buffer for many files, grown to the largest file read so
+    far and no further than :data:`READ_BYTES`: hashing small inputs touches
+    no more memory than they hold (a new buffer of 8 MiB is 2,048 pages
+    faulted in, a few milliseconds of a small run)."""
+
+    def __init__(self):
+        self._buf = bytearray(1)
+
+    def fit(self, size: int) -> bytearray:
+        """A buffer for a file of ``size`` bytes."""
+        need = max(1, min(READ_BYTES, int(size) + 1))
+        if len(self._buf) < need:
+            self._buf = bytearray(need)
+        return self._buf
+
+
+def file_sum(path: str, buf: bytearray | ReadBuffer | None = None) -> tuple[int, str]:
     """``(size, hex XXH3-128)`` of the file at ``path`` (an ``OSError`` when
-    it cannot be read)."""
+    it cannot be read); ``buf``: a read buffer, or a :class:`ReadBuffer`, to
+    reuse (None: one no larger than the file)."""
     with open(path, "rb", buffering=0) as f:
-        if buf is None:                  # no larger than the file: a small file is quick
-            buf = bytearray(max(1, min(READ_BYTES, os.fstat(f.fileno()).st_size + 1)))
+        if buf is None or isinstance(buf, ReadBuffer):
+            size = os.fstat(f.fileno()).st_size
+            buf = (buf or ReadBuffer()).fit(size)
         return stream_sum(f, buf)

@@ -291,6 +291,20 @@ def test_identity_changes_with_content_at_same_size_and_mtime(tmp_path):
     assert after[0]["size"] == before[0]["size"]
 
 
+def test_one_read_buffer_grows_to_the_largest_file_and_hashes_the_same(tmp_path, monkeypatch):
+    import xxhash
+    from gpu_dedup import digest
+    monkeypatch.setattr(digest, "READ_BYTES", 64)
+    buf = digest.ReadBuffer()
+    sizes = (10, 0, 40, 20, 300)
+    for i, n in enumerate(sizes):
+        p = tmp_path / f"f{i}"
+        p.write_bytes((bytes(range(256)) * 2)[:n])
+        want = (n, xxhash.xxh3_128((bytes(range(256)) * 2)[:n]).hexdigest())
+        assert digest.file_sum(str(p), buf) == want == digest.file_sum(str(p))
+        assert len(buf.fit(0)) == min(64, max(sizes[:i + 1]) + 1)   # never shrinks
+
+
 def test_identity_of_a_text_folder(tmp_path):
     d = tmp_path / "docs"
     d.mkdir()

@@ -25,7 +25,7 @@ import os
 
 import xxhash
 
-from ..digest import READ_BYTES, file_sum
+from ..digest import ReadBuffer, file_sum
 from ..errors import InputError
 from . import fs
 from .arrow import datasets_files, is_datasets_folder
@@ -37,7 +37,7 @@ from .txt import list_txt
 
 
 
-def file_hash(path: str, buf: bytearray | None = None) -> tuple[int, str]:
+def file_hash(path: str, buf: bytearray | ReadBuffer | None = None) -> tuple[int, str]:
     """``(size, hex XXH3-128 of the bytes)`` of one file; ``buf``: a read
     buffer to reuse."""
     require_regular(path, display_name(path))
@@ -47,7 +47,7 @@ def file_hash(path: str, buf: bytearray | None = None) -> tuple[int, str]:
         raise InputError(f"{display_name(path)}: cannot read: {exc.strerror or exc}") from exc
 
 
-def _text_shard(root: str, files: list[str], buf: bytearray) -> dict:
+def _text_shard(root: str, files: list[str], buf: ReadBuffer) -> dict:
     h = xxhash.xxh3_128()
     total = 0
     for rel in files:
@@ -64,7 +64,7 @@ def input_identity(paths) -> list[dict]:
     JSON-serialisable ``{"path", "size", "hash"}`` dicts that differ whenever
     the content differs."""
     out = []
-    buf = bytearray(READ_BYTES)
+    buf = ReadBuffer()
     for path, files in group_inputs([str(p) for p in paths]):
         if files is not None:
             out.append(_text_shard(path, list(files), buf))
