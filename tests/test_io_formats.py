@@ -243,6 +243,73 @@ def test_an_error_in_a_later_block_names_its_line_and_file(tmp_path):
         read_jsonl_shard(str(gz), block_bytes=200)
 
 
+def _awkward_jsonl(n=400, seed=11) -> bytes:
+    """Records with everything a block may meet: blank lines, carriage
+    returns, invalid UTF-8, literals JSON does not allow, a line that is
+    not a record, ids missing on some records."""
+    import random
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        r = rng.random()
+        if r < 0.05:
+            out.append(b"")
+        elif r < 0.08:
+            out.append(b'{"id": "%d", "text": "bad \xff byte %d"}' % (i, i))
+        elif r < 0.10:
+            out.append(b'{"id": "%d", "text": "score", "score": Inf}' % i)
+        elif r < 0.12:
+            out.append(b'{"id": "%d", "text": "nan", "score": NaN}\r' % i)
+        elif r < 0.13:
+            out.append(b"not a record %d" % i)
+        elif r < 0.15:
+            out.append(b'{"text": "no id %d"}' % i)
+        else:
+            out.append(json.dumps({"id": str(i), "text": f"doc {i} " + "w" * rng.randint(0, 300),
+                                   "n": rng.random()}).encode())
+    return b"\n".join(out) + b"\n"
+
+
+def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
+    """With the next block scanned in a worker thread (files of several
+    blocks) the reader gives what it gives block after block: texts, ids,
+    line numbers, repaired records, skipped records; the worker is gone
+    afterwards, also when a bad record stops the read."""
+    import threading
+    from gpu_dedup.errors import InputError
+    from gpu_dedup.io import jsonl
+    from gpu_dedup.io.plan import parse_jsonl_piece, sub_blocks
+    p = tmp_path / "awkward.jsonl"
+    raw = _awkward_jsonl()
+    p.write_bytes(raw)
+
+    def same(a, b):
+        assert a.texts.equals(b.texts) and a.ids.equals(b.ids)
+        assert np.array_equal(a.lines, b.lines) and a.skipped == b.skipped
+        assert a.invalid_utf8 == b.invalid_utf8 > 0
+
+    def workers():
+        return [t for t in threading.enumerate() if t.name.startswith("gpu-dedup-read")]
+
+    one = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=len(raw) + 1)
+    assert one.skipped and len(one.texts) > 300
+    for bb in (300, 1000, 4096):
+        assert os.path.getsize(p) >= jsonl.AHEAD_BLOCKS * bb          # it scans ahead
+        got = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=bb)
+        same(got, one)
+        assert got.fast_blocks and got.slow_blocks
+        piece = parse_jsonl_piece(str(p), sub_blocks(raw, bb), 0, "text", "id", "skip",
+                                  ahead=True)
+        plain = parse_jsonl_piece(str(p), sub_blocks(raw, bb), 0, "text", "id", "skip")
+        assert piece["texts"].equals(plain["texts"]) and piece["ids"].equals(plain["ids"])
+        assert np.array_equal(piece["lines"], plain["lines"])
+        assert piece["skipped"] == plain["skipped"] and len(piece["texts"]) > len(one.texts)
+    first_bad = min(ln for ln, _ in one.skipped)
+    with pytest.raises(InputError, match=rf"awkward\.jsonl:{first_bad}:"):
+        read_jsonl_shard(str(p), block_bytes=300)
+    assert not workers()
+
+
 def test_integer_and_mixed_ids(tmp_path):
     p = tmp_path / "ints.jsonl"
     p.write_text("".join(json.dumps({"id": 10 + i, "text": f"t {i}"}) + "\n" for i in range(5)))
