@@ -12,6 +12,8 @@ selection in :mod:`kernels.greedy`.
 """
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .jit import njit
@@ -396,28 +398,50 @@ def _has_shingle_docs(offsets, data, word_mode, out, i0, i1):
 def fold_spaces(offsets, data):
     """``" ".join(text.split())`` of every document (whitespace as
     :func:`kernels.text.is_space` defines it), as new Arrow buffers
-    ``(offsets, data)``."""
+    ``(offsets, data)``. One pass over the text: each piece of documents a
+    thread takes is folded into the new buffer from where its first
+    document started, its documents one after another; then the few
+    pieces are moved together (a folded document is never longer)."""
     N = offsets.shape[0] - 1
+    out = np.empty(max(int(offsets[N] - offsets[0]), 1), np.uint8)
+    where = np.empty(N, np.int64)
     lengths = np.empty(N, np.int64)
-    empty = np.empty(0, np.uint8)
-    for_range(_fold_docs, N, offsets, data, empty, lengths, False, grain=1024)
+    for_range(_fold_docs, N, offsets, data, out, where, lengths, grain=1024)
     new_off = np.zeros(N + 1, np.int64)
     np.cumsum(lengths, out=new_off[1:])
-    out = np.empty(max(int(new_off[N]), 1), np.uint8)
-    for_range(_fold_docs, N, offsets, data, out, new_off, True, grain=1024)
-    return new_off, out
+    _close_gaps(out, where, new_off)
+    return new_off, out[:max(int(new_off[N]), 1)]
+
+
+def _close_gaps(out, where, new_off):
+    """Move the runs of documents written one after another (document ``i``
+    at ``where[i]``) to their places ``new_off[i]``, which are never to the
+    right: run after run, in order."""
+    N = where.shape[0]
+    if not N or np.array_equal(where, new_off[:-1]):
+        return
+    head = np.ones(N, bool)
+    head[1:] = where[1:] != where[:-1] + np.diff(new_off[:-1])
+    heads = np.flatnonzero(head).tolist()
+    base = out.ctypes.data
+    for h, e in zip(heads, heads[1:] + [N]):
+        s, d, n = int(where[h]), int(new_off[h]), int(new_off[e] - new_off[h])
+        if s != d and n:                         # C's memmove: overlapping, in place
+            ctypes.memmove(base + d, base + s, n)
 
 
 @njit(cache=True, nogil=True, stand_in="vector_text.fold_docs")
-def _fold_docs(offsets, data, out, where, write, i0, i1):
-    """Documents ``i0..i1-1`` with their whitespace folded: their lengths
-    into ``where`` (``write`` false), or their bytes into ``out`` from
-    ``where[i]``."""
+def _fold_docs(offsets, data, out, where, lengths, i0, i1):
+    """Documents ``i0..i1-1`` with their whitespace folded, one after another
+    in ``out`` from where document ``i0`` starts (counted from the first
+    document's start): where each one starts into ``where``, its length
+    into ``lengths``."""
+    o = offsets[i0] - offsets[0]
     for i in range(i0, i1):
-        if write:
-            fold_spaces_doc(data, offsets[i], offsets[i + 1], out, where[i])
-        else:
-            where[i] = fold_spaces_doc(data, offsets[i], offsets[i + 1], out, 0)
+        where[i] = o
+        n = fold_spaces_doc(data, offsets[i], offsets[i + 1], out, o)
+        lengths[i] = n
+        o += n
 
 
 def gather_ranges(data, b0, b1, out_off):

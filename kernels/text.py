@@ -97,26 +97,41 @@ def has_shingle(data, start, end, word_mode):
 def fold_spaces_doc(data, start, end, out, o):
     """Write the words of ``data[start:end]`` separated by one space (every
     run of whitespace folded, none at either end) to ``out[o:]`` when ``out``
-    is not empty; returns the length written.
+    is not empty; returns the length written. One pass, byte by byte where
+    the text is ASCII; a word is a run of code points that are not
+    :func:`is_space`, its bytes copied as they are.
 
     ``out`` may be ``data`` itself with ``o <= start``: every byte is read
     before a byte at or after its position is written."""
+    write = out.shape[0] > 0
     L = 0
+    gap = False
     p = start
-    cp = 0
-    while True:
-        s, e, c0, cp = next_word(data, p, end, cp)
-        if s == e:
-            return L
-        if L > 0:
-            if out.shape[0]:
+    while p < end:
+        b = data[p]
+        if b < 0x80:
+            if b == 0x20 or (0x09 <= b <= 0x0D) or (0x1C <= b <= 0x1F):
+                gap = L > 0
+                p += 1
+                continue
+            q = p + 1
+        else:
+            c, q = utf8_decode(data, p, end)
+            if is_space(c):
+                gap = L > 0
+                p = q
+                continue
+        if gap:
+            if write:
                 out[o + L] = 32
             L += 1
-        if out.shape[0]:
-            for r in range(s, e):
-                out[o + L + r - s] = data[r]
-        L += e - s
-        p = e
+            gap = False
+        for r in range(p, q):
+            if write:
+                out[o + L] = data[r]
+            L += 1
+        p = q
+    return L
 
 
 #: Codes of the normalization steps :func:`ascii_normalize_doc` applies

@@ -11,6 +11,7 @@ import pytest
 import xxhash
 
 from gpu_dedup.kernels import cpu, densify, hashing
+from gpu_dedup.kernels.jit import interpreted
 from gpu_dedup.kernels import vector_text as vt
 from gpu_dedup.stages.signatures import hash_params
 
@@ -184,32 +185,30 @@ def test_fold_docs(corpus):
     offsets, data, _ = corpus
     N = offsets.shape[0] - 1
     for i0, i1 in [(0, N), (123, 456), (9, 9)]:
-        empty = np.empty(0, np.uint8)
-        want = np.full(N, -1, np.int64)
-        got = want.copy()
-        cpu._fold_docs(offsets, data, empty, want, False, i0, i1)
-        vt.fold_docs(offsets, data, empty, got, False, i0, i1)
-        np.testing.assert_array_equal(got, want)
-        lengths = np.where(want < 0, 0, want)
-        where = np.zeros(N, np.int64)
-        where[1:] = np.cumsum(lengths[:-1] + 3)      # gaps between documents
-        size = int(where[-1] + lengths[-1] + 3)
-        wo = np.full(size, 0xEE, np.uint8)
-        go = wo.copy()
-        cpu._fold_docs(offsets, data, wo, where, True, i0, i1)
-        vt.fold_docs(offsets, data, go, where, True, i0, i1)
-        np.testing.assert_array_equal(go, wo)
+        size = int(offsets[N] - offsets[0]) + 8
+        outs, wheres, lens = [], [], []
+        for kernel in (cpu._fold_docs, vt.fold_docs):
+            out = np.full(size, 0xEE, np.uint8)
+            where = np.full(N, -1, np.int64)
+            lengths = np.full(N, -1, np.int64)
+            kernel(offsets, data, out, where, lengths, i0, i1)
+            outs.append(out), wheres.append(where), lens.append(lengths)
+        np.testing.assert_array_equal(outs[1], outs[0])
+        np.testing.assert_array_equal(wheres[1], wheres[0])
+        np.testing.assert_array_equal(lens[1], lens[0])
+        if i1 > i0:                     # one after another from document i0's place
+            assert wheres[0][i0] == offsets[i0] - offsets[0]
+            np.testing.assert_array_equal(wheres[0][i0 + 1:i1],
+                                          wheres[0][i0:i1 - 1] + lens[0][i0:i1 - 1])
 
 
 def test_folded_text_is_python_split_joined(corpus):
     offsets, data, _ = corpus
     N = offsets.shape[0] - 1
     lengths = np.zeros(N, np.int64)
-    vt.fold_docs(offsets, data, np.empty(0, np.uint8), lengths, False, 0, N)
     where = np.zeros(N, np.int64)
-    where[1:] = np.cumsum(lengths)[:-1]
-    out = np.zeros(int(lengths.sum()), np.uint8)
-    vt.fold_docs(offsets, data, out, where, True, 0, N)
+    out = np.zeros(int(offsets[N] - offsets[0]), np.uint8)
+    vt.fold_docs(offsets, data, out, where, lengths, 0, N)
     for i in range(N):
         doc = bytes(data[offsets[i]:offsets[i + 1]])
         try:
@@ -217,6 +216,28 @@ def test_folded_text_is_python_split_joined(corpus):
         except UnicodeDecodeError:
             continue
         assert bytes(out[where[i]:where[i] + lengths[i]]).decode() == " ".join(text.split())
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_fold_spaces_joins_the_pieces_threads_folded(real, monkeypatch, threads):
+    """Whatever pieces the threads take, the folded documents end up one
+    after another, each ``" ".join(text.split())``."""
+    from gpu_dedup.kernels import threads as kt
+    offsets, data, _ = real
+    monkeypatch.setattr(kt, "threads", lambda: threads)
+    texts = [bytes(data[offsets[i]:offsets[i + 1]]).decode() for i in range(len(offsets) - 1)]
+    texts = texts * 9                            # pieces of 1,024 documents or more
+    texts[3] = "   "                            # folds to nothing
+    texts.append("  tail  words\t\n")
+    off, buf = _buffers([t.encode() for t in texts])
+    sub = off[2:]                                # a slice: offsets not from 0
+    new_off, new = cpu.fold_spaces(sub, buf)
+    want = [" ".join(t.split()).encode() for t in texts[2:]]
+    assert new_off[0] == 0 and new_off[-1] == sum(map(len, want))
+    got = [bytes(new[new_off[i]:new_off[i + 1]]) for i in range(len(want))]
+    assert got == want
+    with interpreted():                          # the stand-in, on one thread
+        assert cpu.fold_spaces(sub, buf)[0].tolist() == new_off.tolist()
 
 
 @pytest.mark.parametrize("word", [False, True])
@@ -393,18 +414,15 @@ def test_documents_in_pieces(corpus, monkeypatch):
         cpu._has_shingle_docs(offsets, data, word, want, 10, N)
         vt.has_shingle_docs(offsets, data, word, got, 10, N)
         np.testing.assert_array_equal(got, want)
-    want = np.full(N, -1, np.int64)
-    got = want.copy()
-    cpu._fold_docs(offsets, data, np.empty(0, np.uint8), want, False, 3, N)
-    vt.fold_docs(offsets, data, np.empty(0, np.uint8), got, False, 3, N)
-    np.testing.assert_array_equal(got, want)
-    where = np.zeros(N, np.int64)
-    where[1:] = np.cumsum(np.maximum(want, 0))[:-1]
-    wo = np.zeros(int(np.maximum(want, 0).sum()), np.uint8)
-    go = wo.copy()
-    cpu._fold_docs(offsets, data, wo, where, True, 3, N)
-    vt.fold_docs(offsets, data, go, where, True, 3, N)
-    np.testing.assert_array_equal(go, wo)
+    folded = []
+    for kernel in (cpu._fold_docs, vt.fold_docs):
+        out = np.zeros(int(offsets[N] - offsets[0]), np.uint8)
+        where = np.full(N, -1, np.int64)
+        lengths = np.full(N, -1, np.int64)
+        kernel(offsets, data, out, where, lengths, 3, N)
+        folded.append((out, where, lengths))
+    for w, g in zip(*folded):
+        np.testing.assert_array_equal(g, w)
 
 
 def test_no_numba_import():
