@@ -11,8 +11,10 @@ zstd ``28 b5 2f fd``), so gzip data in a file named ``.jsonl`` reads as gzip.
 A suffix is trusted: a ``.gz`` file that is not gzip is a corrupt-data error.
 
 Reading streams the decompressed file in newline-aligned blocks
-(:func:`iter_blocks`). Each block is parsed by Arrow's JSON reader, asking only
-for the text and id fields (:func:`parse_block`). A block goes through the
+(:func:`iter_blocks`). Each block is scanned (:mod:`gpu_dedup.io.jsonl_scan`;
+in a file of several blocks, the next one in a worker thread while this one
+is parsed), then parsed by Arrow's JSON reader, asking only for the text and
+id fields (:func:`parse_block`). A block goes through the
 line-by-line parser instead when it holds anything Arrow and Python's
 :mod:`json` could disagree on: invalid UTF-8 (replaced, and the lines
 counted), a line that is not ``{...}``, a record without a string text, a
@@ -42,6 +44,7 @@ from ..compute import cast
 from ..errors import InputError
 from .compression import CompressedWriter, compression_of, open_decompressed
 from .fs import getsize
+from .jsonl_scan import AHEAD_BLOCKS, BlockScan, line_bounds, scan_block, scanned
 from .records import BadRecord, one_line, parse_record
 from .stdin import display_name, resolve
 
@@ -52,13 +55,6 @@ from .stdin import display_name, resolve
 BLOCK_BYTES = 8 << 20
 #: The UTF-8 byte-order mark.
 BOM = b"\xef\xbb\xbf"
-_OPEN = 123     # {
-_CLOSE = 125    # }
-_CR = 13
-_NL = 10
-# Number literals where Arrow's parser (RapidJSON with NaN/Inf enabled)
-# accepts more than JSON does: Inf, -Inf, -NaN.
-_NAN_INF_WORDS = (b"Inf", b"NaN")
 ON_BAD_RECORD = ("error", "skip")
 
 
@@ -115,56 +111,6 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
             yield block
     finally:
         stream.close()
-
-
-def repair_utf8(block: bytes) -> tuple[bytes, list[int]]:
-    """``block`` with invalid UTF-8 replaced by U+FFFD, and the (0-based)
-    numbers of the lines that had any. Newlines never move."""
-    try:
-        block.decode("utf-8")
-        return block, []
-    except UnicodeDecodeError:
-        pass
-    bad = []
-    out = []
-    for i, line in enumerate(block.split(b"\n")):
-        try:
-            line.decode("utf-8")
-            out.append(line)
-        except UnicodeDecodeError:
-            bad.append(i)
-            out.append(line.decode("utf-8", errors="replace").encode("utf-8"))
-    return b"\n".join(out), bad
-
-
-def _is_utf8(block: bytes) -> bool:
-    n = len(block)
-    if n == 0:
-        return True
-    arr = pa.LargeStringArray.from_buffers(
-        1, pa.py_buffer(np.array([0, n], dtype=np.int64)), pa.py_buffer(block))
-    try:
-        arr.validate(full=True)
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
-def _line_bounds(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end (exclusive, before the newline) of every line of a
-    block; a final newline does not open an empty line."""
-    nl = np.flatnonzero(buf == _NL)
-    n = buf.size
-    starts = np.empty(nl.size + 1, dtype=np.int64)
-    starts[0] = 0
-    starts[1:] = nl + 1
-    ends = np.empty(nl.size + 1, dtype=np.int64)
-    ends[:-1] = nl
-    ends[-1] = n
-    if starts[-1] >= n:           # the block ends with a newline (or is empty)
-        starts = starts[:-1]
-        ends = ends[:-1]
-    return starts, ends
 
 
 # ---------------------------------------------------------------------------
@@ -233,136 +179,6 @@ def _arrow_block(block: bytes, st: ShardReadState, n_records: int, max_line: int
                     ids = cast(ids, pa.large_string())
         return texts.chunks, None if ids is None else ids.chunks
     return None
-
-
-def _nan_inf_suspect(block: bytes, buf: np.ndarray, starts, ends, lo: int = 0) -> bool:
-    """Whether a line may hold a number literal Arrow accepts and JSON does
-    not. Each ``Inf``/``NaN`` in value position (after ``:``, ``,`` or ``[``,
-    then blanks and ``-``) sends its line to Python's parser for a second
-    opinion; the same words inside text mostly fail the position test.
-    ``buf`` is ``block[lo:]`` (or a piece of it), ``starts`` and ``ends`` its
-    lines' bounds in ``block``."""
-    n = buf.size
-    for word in _NAN_INF_WORDS:
-        p = np.flatnonzero(buf[:max(n - 2, 0)] == word[0])
-        if p.size == 0:
-            continue
-        p = p[(buf[p + 1] == word[1]) & (buf[p + 2] == word[2])]
-        if p.size == 0:
-            continue
-        q = p - 1
-        while True:                             # step back over '-' and blanks
-            back = (q >= 0) & np.isin(buf[np.maximum(q, 0)], (32, 9, 13, 45))
-            if not back.any():
-                break
-            q = np.where(back, q - 1, q)
-        hit = (q >= 0) & np.isin(buf[np.maximum(q, 0)], (58, 44, 91))    # : , [
-        for pos in (p[hit] + lo).tolist():
-            i = int(np.searchsorted(ends, pos, side="left"))
-            try:
-                json.loads(block[starts[i]:ends[i]].decode("utf-8"))
-            except (ValueError, RecursionError):
-                return True
-    return False
-
-
-@dataclass
-class BlockScan:
-    """What :func:`scan_block` finds in a block before Arrow parses it."""
-
-    block: bytes                 # with invalid UTF-8 replaced
-    bad_lines: list              # 0-based lines that had invalid UTF-8
-    starts: np.ndarray           # each line's bounds in the block
-    ends: np.ndarray
-    record: np.ndarray           # per line: a ``{...}`` record (not blank)
-    structurally_bad: bool       # a line neither blank nor ``{...}``
-    suspicious: bool             # a number literal JSON does not allow, maybe
-
-
-def _scan_lines(block: bytes, lo: int, hi: int):
-    """The lines of ``block[lo:hi]`` (newline-aligned): their bounds in the
-    block, which are records, whether one is neither blank nor ``{...}``,
-    and whether one may hold a literal JSON does not allow."""
-    buf = np.frombuffer(block, dtype=np.uint8, count=hi - lo, offset=lo)
-    starts, ends = _line_bounds(buf)
-    if starts.size == 0:
-        return starts, ends, np.zeros(0, bool), False, False
-    lens = ends - starts
-    ok = lens >= 2
-    first = buf[np.minimum(starts, buf.size - 1)]
-    last = buf[np.maximum(ends - 1, 0)]
-    last2 = buf[np.maximum(ends - 2, 0)]
-    ok &= first == _OPEN
-    ok &= (last == _CLOSE) | ((last == _CR) & (last2 == _CLOSE) & (lens >= 3))
-    starts += lo
-    ends += lo
-    record = ok
-    structurally_bad = False
-    if not ok.all():
-        record = ok.copy()
-        for i in np.flatnonzero(~ok).tolist():
-            s = block[starts[i]:ends[i]].strip(b" \t\r")
-            if not s:
-                continue                      # blank line: not a record
-            if s[0] == _OPEN and s[-1] == _CLOSE:
-                record[i] = True
-            else:
-                structurally_bad = True
-                break
-    suspicious = (False if structurally_bad
-                  else _nan_inf_suspect(block, buf, starts, ends, lo))
-    return starts, ends, record, structurally_bad, suspicious
-
-
-def scan_block(block: bytes) -> BlockScan:
-    """The checks of a block that need no state: its UTF-8 (repaired), its
-    lines, which of them are records, and whether a line needs Python's
-    parser (one that is not ``{...}``, or a ``NaN`` or ``Inf`` literal)."""
-    bad_lines: list[int] = []
-    if not _is_utf8(block):
-        block, bad_lines = repair_utf8(block)
-    starts, ends, record, bad, suspicious = _scan_lines(block, 0, len(block))
-    return BlockScan(block, bad_lines, starts, ends, record, bad, suspicious)
-
-
-#: A file or piece of at least this many blocks is read with the next block
-#: scanned ahead (:func:`scanned`): the block held ahead and its scan are then
-#: at most a quarter of what the reader holds of the piece anyway.
-AHEAD_BLOCKS = 4
-
-
-def scanned(blocks, ahead: bool = True):
-    """:func:`scan_block` of each of ``blocks``, in order. With ``ahead``,
-    the next block is read, decompressed and scanned in a worker thread
-    while the caller parses this one (NumPy and Arrow let go of the
-    interpreter while they work): 1.1-1.9x the speed of reading with both in
-    turn (``bench/read_speed.py``). An error (a corrupt file) reaches the
-    caller with the block it concerns."""
-    if not ahead:
-        for b in blocks:
-            yield scan_block(b)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-    it = iter(blocks)
-
-    def step():
-        b = next(it, None)
-        return None if b is None else scan_block(b)
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix="gpu-dedup-read")
-    pending = pool.submit(step)
-    try:
-        while True:
-            sc = pending.result()
-            if sc is None:
-                pending = None
-                return
-            pending = pool.submit(step)
-            yield sc
-    finally:
-        if pending is not None and not pending.cancel():
-            pending.exception()              # wait for it: the stream is closed after
-        pool.shutdown(wait=True)
 
 
 def parse_block(block, st: ShardReadState) -> None:
@@ -523,7 +339,7 @@ def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
     for block in iter_blocks(src, block_bytes, keep_bom=True):
         if j >= kept_lines.size:
             break
-        starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
+        starts, ends = line_bounds(np.frombuffer(block, dtype=np.uint8))
         n = starts.size
         k = int(np.searchsorted(kept_lines, base + n, side="right"))
         sel = kept_lines[j:k] - base - 1
@@ -587,7 +403,7 @@ def write_edited_lines(src: str, locations: np.ndarray, keep: np.ndarray, change
         for block in iter_blocks(src, block_bytes, keep_bom=True):
             if j >= locations.size:
                 break
-            starts, ends = _line_bounds(np.frombuffer(block, dtype=np.uint8))
+            starts, ends = line_bounds(np.frombuffer(block, dtype=np.uint8))
             k = int(np.searchsorted(locations, base + starts.size, side="right"))
             mv = memoryview(block)
             parts = []

@@ -27,7 +27,8 @@ import zstandard
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
 from .compression import compression_of
-from .jsonl import AHEAD_BLOCKS, BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block, scanned
+from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
+from .jsonl_scan import AHEAD_BLOCKS, scanned
 from .fs import getsize, open_binary
 from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
@@ -237,7 +238,7 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
     """A newline-aligned piece of a JSONL file, parsed block by block with
     :func:`gpu_dedup.io.jsonl.parse_block`; line numbers continue from
     ``lines_before``; with ``ahead``, the next block is scanned while this
-    one is parsed (:func:`gpu_dedup.io.jsonl.scanned`).
+    one is parsed (:func:`gpu_dedup.io.jsonl_scan.scanned`).
 
     Returns texts, ids (nulls where a record has none; None when no record
     has one), line numbers, the invalid-UTF-8 count, the skipped records,
