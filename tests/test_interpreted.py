@@ -244,7 +244,8 @@ def _small_input(tmp_path, kind: str):
 @pytest.mark.parametrize("kind", ["jsonl", "jsonl-no-ids", "parquet", "txt"])
 def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
     """Nor NumPy's masked arrays (which ``np.unique`` imports), nor
-    ``pyarrow.compute`` (:mod:`gpu_dedup.compute`): each costs a warm start
+    ``pyarrow.compute`` (:mod:`gpu_dedup.compute`), nor ``numpy.random``
+    (:mod:`gpu_dedup.draws`): each costs a warm start
     more than a small run's work. Whatever the input: integer ids are cast,
     missing ones generated (``FILE:LINE``, or a text file's path), without
     ``pa.array``, which imports pandas, or ``Array.cast``, which imports
@@ -258,17 +259,17 @@ def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
             main(["run", {str(src)!r}, "--output", {str(out)!r}], standalone_mode=False)
         except SystemExit as e:
             assert not e.code, e.code
-        mods = ("numba", "pandas", "numpy.ma", "pyarrow.compute")
+        mods = ("numba", "pandas", "numpy.ma", "pyarrow.compute", "numpy.random")
         print(json.dumps([m in sys.modules for m in mods]))
         import numba, pandas               # installed: the check above could fail
-        import numpy.ma, pyarrow.compute
+        import numpy.ma, numpy.random, pyarrow.compute
         print(json.dumps([m in sys.modules for m in mods]))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     before, after = (json.loads(x) for x in r.stdout.strip().splitlines()[-2:])
-    assert (before, after) == ([False] * 4, [True] * 4)
+    assert (before, after) == ([False] * 5, [True] * 5)
     assert "compiling" not in r.stderr            # nothing is compiled: no notice
     report = json.loads((out / "report.json").read_text())
     assert report["kernels"] == "interpreted" and "numba" not in report["versions"]

@@ -7,12 +7,13 @@ import numpy as np
 def hash_params(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``K`` affine hashes drawn from ``seed``: ``a`` (odd) and ``b``, uint64.
 
-    Same draw as :func:`gpu_dedup.reference.permutations`.
+    Same draw as :func:`gpu_dedup.reference.permutations` (NumPy's default
+    generator), made without importing :mod:`numpy.random`
+    (:mod:`gpu_dedup.draws`).
     """
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, 1 << 64, size=num_perm, dtype=np.uint64) | np.uint64(1)
-    b = rng.integers(0, 1 << 64, size=num_perm, dtype=np.uint64)
-    return a, b
+    from ..draws import uint64s
+    words = np.array(uint64s(int(seed), 2 * int(num_perm)), dtype=np.uint64)
+    return words[:num_perm] | np.uint64(1), words[num_perm:].copy()
 
 
 def signatures(backend, offsets, data, docs, cfg):
