@@ -9,7 +9,6 @@ with the per-document result added as columns. pandas, Polars and
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 
 import numpy as np
 import pyarrow as pa
@@ -323,6 +322,7 @@ def _attach(frame, kind: str, columns: dict, key: str):
         return frame.with_columns([pl.Series(name, col) for name, col in columns.items()])
     if kind == "datasets":
         # an explicit fingerprint: the default one would hash the columns
+        import hashlib
         base = getattr(frame, "_fingerprint", None) or ""
         out = frame
         for name, col in columns.items():

@@ -16,7 +16,6 @@ Example:
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import gc
 import os
 import re
@@ -251,10 +250,11 @@ def release_memory(collect: bool = True) -> None:
         gc.collect(1)
     pa.default_memory_pool().release_unused()
     if _libc is None:
-        name = ctypes.util.find_library("c")
+        # the process's own symbols: the C library that malloc'd (no search
+        # of the system's libraries, which ctypes.util runs a program for)
         try:
-            _libc = ctypes.CDLL(name) if name else False
-        except OSError:
+            _libc = ctypes.CDLL(None)
+        except (OSError, TypeError):
             _libc = False
     if _libc and hasattr(_libc, "malloc_trim"):
         _libc.malloc_trim(0)

@@ -44,7 +44,6 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
-import secrets
 import shutil
 import stat
 import tempfile
@@ -222,7 +221,7 @@ class LocalOutput(Output):
                 self._make_target(target)
                 self._target = target
                 self._clean_stale()
-                name = f"{STAGING_PREFIX}{host()}-{os.getpid()}-{secrets.token_hex(4)}"
+                name = f"{STAGING_PREFIX}{host()}-{os.getpid()}-{os.urandom(4).hex()}"
                 try:
                     os.mkdir(os.path.join(target, name))
                 except FileNotFoundError:
@@ -467,7 +466,7 @@ class RemoteOutput(Output):
     # -- the publish's steps ------------------------------------------------------
     def _upload(self, new: list[dict]) -> None:
         from .io import fs
-        self._tmp = f"{self.path}/{STAGING_PREFIX}{host()}-{os.getpid()}-{secrets.token_hex(4)}"
+        self._tmp = f"{self.path}/{STAGING_PREFIX}{host()}-{os.getpid()}-{os.urandom(4).hex()}"
         for r in new:
             fs.upload(os.path.join(self._staging, r["name"]), f"{self._tmp}/{r['name']}")
             self._uploaded.append(f"{self._tmp}/{r['name']}")

@@ -19,7 +19,6 @@ Example:
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -86,6 +85,7 @@ def load_preset(spec: str) -> tuple[dict, str]:
             raise ConfigError(f"--config {spec}: unknown preset; choose one of "
                               f"{', '.join(preset_names()) or '(none found)'} or give a "
                               f".toml file")
+    import tomllib                      # a run without --config reads no TOML
     try:
         with open(path, "rb") as f:
             values = tomllib.load(f)

@@ -14,7 +14,6 @@ valid UTF-8 escaped).
 """
 from __future__ import annotations
 
-import difflib
 import math
 from dataclasses import dataclass
 
@@ -336,6 +335,7 @@ def _opcodes(a: list, b: list) -> list:
     ea, eb = len(a) - tail, len(b) - tail
     ops = [("equal", 0, head, 0, head)] if head else []
     if head < ea or head < eb:
+        import difflib                  # only where two shown texts differ
         mid = difflib.SequenceMatcher(None, a[head:ea], b[head:eb], autojunk=False)
         ops += [(t, a0 + head, a1 + head, b0 + head, b1 + head)
                 for t, a0, a1, b0, b1 in mid.get_opcodes()]

@@ -245,7 +245,8 @@ def _small_input(tmp_path, kind: str):
 def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
     """Nor NumPy's masked arrays (which ``np.unique`` imports), nor
     ``pyarrow.compute`` (:mod:`gpu_dedup.compute`), nor ``numpy.random``
-    (:mod:`gpu_dedup.draws`): each costs a warm start
+    (:mod:`gpu_dedup.draws`), nor OpenSSL's hashes, ``subprocess`` (which
+    ``ctypes.util`` runs to find the C library) or a TOML parser: each costs a warm start
     more than a small run's work. Whatever the input: integer ids are cast,
     missing ones generated (``FILE:LINE``, or a text file's path), without
     ``pa.array``, which imports pandas, or ``Array.cast``, which imports
@@ -259,17 +260,18 @@ def test_a_small_cli_run_loads_neither_numba_nor_pandas(tmp_path, kind):
             main(["run", {str(src)!r}, "--output", {str(out)!r}], standalone_mode=False)
         except SystemExit as e:
             assert not e.code, e.code
-        mods = ("numba", "pandas", "numpy.ma", "pyarrow.compute", "numpy.random")
+        mods = ("numba", "pandas", "numpy.ma", "pyarrow.compute", "numpy.random", "hashlib",
+                "subprocess", "tomllib")
         print(json.dumps([m in sys.modules for m in mods]))
         import numba, pandas               # installed: the check above could fail
-        import numpy.ma, numpy.random, pyarrow.compute
+        import numpy.ma, numpy.random, pyarrow.compute, hashlib, subprocess, tomllib
         print(json.dumps([m in sys.modules for m in mods]))
     """)
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                        timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     before, after = (json.loads(x) for x in r.stdout.strip().splitlines()[-2:])
-    assert (before, after) == ([False] * 5, [True] * 5)
+    assert (before, after) == ([False] * 8, [True] * 8)
     assert "compiling" not in r.stderr            # nothing is compiled: no notice
     report = json.loads((out / "report.json").read_text())
     assert report["kernels"] == "interpreted" and "numba" not in report["versions"]

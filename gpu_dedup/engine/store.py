@@ -41,7 +41,6 @@ be computed again, is an error naming the file (:class:`DamagedWorkFile`).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -72,6 +71,7 @@ _FILES, _SEAL = "_files", "_seal"
 def digest(obj) -> str:
     """A short stable digest of a JSON-serialisable object."""
     raw = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str).encode()
+    import hashlib                      # loads OpenSSL: only when asked
     return hashlib.sha256(raw).hexdigest()[:16]
 
 

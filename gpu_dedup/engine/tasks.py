@@ -36,7 +36,6 @@ The tasks of each stage of :class:`gpu_dedup.engine.runner.Runner`:
 """
 from __future__ import annotations
 
-import hashlib
 import os
 from dataclasses import dataclass, field
 
@@ -407,6 +406,7 @@ def row_in(sorted_keys: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def edges_digest(edges: np.ndarray) -> str:
+    import hashlib                      # loads OpenSSL: only when asked
     return hashlib.sha256(np.ascontiguousarray(edges).tobytes()).hexdigest()[:24]
 
 

@@ -19,7 +19,6 @@ The text and id columns follow the Parquet reader's rules
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -287,6 +286,7 @@ def write_kept_ipc(src: str, kept_rows: np.ndarray, dst: str, files: list[str] |
                         contained(dst, name, display_name(dst)))
     with open(os.path.join(src, STATE), encoding="utf-8") as f:
         state = json.load(f)
+    import hashlib                      # loads OpenSSL: only for a datasets folder
     digest = hashlib.sha256(np.ascontiguousarray(kept_rows).tobytes())
     digest.update(str(state.get("_fingerprint", "")).encode())
     state["_fingerprint"] = digest.hexdigest()[:16]
