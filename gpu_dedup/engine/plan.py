@@ -39,8 +39,10 @@ MEMORY_PER_INPUT_BYTE = 40
 #: Inputs of at most this many bytes run the CPU kernels interpreted
 #: (:func:`gpu_dedup.kernels.jit.interpreted`): loading Numba and its cached
 #: kernels costs about half a second, more than such a run's kernels take
-#: interpreted (``bench/first_run.py`` measures both sides).
-INTERPRET_BYTES = 256 << 10
+#: interpreted (``bench/first_run.py`` measures both sides: interpreted is
+#: the faster up to 1.4 MB of real documents, and up to 400-500 KiB of short
+#: lines with heavy near-duplication, the worst case for it).
+INTERPRET_BYTES = 512 << 10
 
 
 def interpreted_kernels(input_bytes: int, executor, backend) -> bool:
