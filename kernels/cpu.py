@@ -398,15 +398,30 @@ def _has_shingle_docs(offsets, data, word_mode, out, i0, i1):
 def fold_spaces(offsets, data):
     """``" ".join(text.split())`` of every document (whitespace as
     :func:`kernels.text.is_space` defines it), as new Arrow buffers
-    ``(offsets, data)``. One pass over the text: each piece of documents a
+    ``(offsets, data)``: :func:`fold_spaces_parts` of one part."""
+    return fold_spaces_parts([(offsets, data)])
+
+
+def fold_spaces_parts(parts):
+    """:func:`fold_spaces` of the documents of several string arrays
+    (``parts``: their ``(offsets, data)``), one after another, into one
+    pair of buffers. One pass over the text: each piece of documents a
     thread takes is folded into the new buffer from where its first
-    document started, its documents one after another; then the few
-    pieces are moved together (a folded document is never longer)."""
-    N = offsets.shape[0] - 1
-    out = np.empty(max(int(offsets[N] - offsets[0]), 1), np.uint8)
+    document would start unfolded, its documents one after another; then
+    the few pieces are moved together (a folded document is never
+    longer)."""
+    counts = [int(off.shape[0]) - 1 for off, _ in parts]
+    sizes = [int(off[-1] - off[0]) for off, _ in parts]
+    N = sum(counts)
+    out = np.empty(max(sum(sizes), 1), np.uint8)
     where = np.empty(N, np.int64)
     lengths = np.empty(N, np.int64)
-    for_range(_fold_docs, N, offsets, data, out, where, lengths, grain=1024)
+    d = base = 0
+    for (off, data), n, size in zip(parts, counts, sizes):
+        for_range(_fold_docs, n, off, data, out, where[d:d + n], lengths[d:d + n], base,
+                  grain=1024)
+        d += n
+        base += size
     new_off = np.zeros(N + 1, np.int64)
     np.cumsum(lengths, out=new_off[1:])
     _close_gaps(out, where, new_off)
@@ -431,12 +446,12 @@ def _close_gaps(out, where, new_off):
 
 
 @njit(cache=True, nogil=True, stand_in="vector_text.fold_docs")
-def _fold_docs(offsets, data, out, where, lengths, i0, i1):
+def _fold_docs(offsets, data, out, where, lengths, base, i0, i1):
     """Documents ``i0..i1-1`` with their whitespace folded, one after another
     in ``out`` from where document ``i0`` starts (counted from the first
-    document's start): where each one starts into ``where``, its length
-    into ``lengths``."""
-    o = offsets[i0] - offsets[0]
+    document's start, plus ``base``): where each one starts into ``where``,
+    its length into ``lengths``."""
+    o = base + offsets[i0] - offsets[0]
     for i in range(i0, i1):
         where[i] = o
         n = fold_spaces_doc(data, offsets[i], offsets[i + 1], out, o)

@@ -514,14 +514,14 @@ def text_hash_docs(offsets, data, out, i0, i1):
             np.uint64, count=max(i1 - i0, 0))
 
 
-def fold_docs(offsets, data, out, where, lengths, i0, i1):
+def fold_docs(offsets, data, out, where, lengths, base, i0, i1):
     """``kernels.cpu._fold_docs``: documents ``i0..i1-1`` with their
     whitespace folded, one after another in ``out`` from where document
-    ``i0`` starts; where each starts into ``where``, its length into
-    ``lengths``."""
+    ``i0`` starts (plus ``base``); where each starts into ``where``, its
+    length into ``lengths``."""
     if i1 <= i0:
         return
-    o = int(offsets[i0] - offsets[0])
+    o = int(base + offsets[i0] - offsets[0])
     for t0, t1 in _pieces(offsets, np.arange(i0, i1), 0, i1 - i0):
         text = _Text(offsets, data, np.arange(i0 + t0, i0 + t1))
         buf, off, _, _, _ = _folded(text)

@@ -184,20 +184,20 @@ def test_text_hash_docs(corpus):
 def test_fold_docs(corpus):
     offsets, data, _ = corpus
     N = offsets.shape[0] - 1
-    for i0, i1 in [(0, N), (123, 456), (9, 9)]:
-        size = int(offsets[N] - offsets[0]) + 8
+    for i0, i1, base in [(0, N, 0), (123, 456, 0), (9, 9, 0), (50, 300, 7)]:
+        size = int(offsets[N] - offsets[0]) + 8 + base
         outs, wheres, lens = [], [], []
         for kernel in (cpu._fold_docs, vt.fold_docs):
             out = np.full(size, 0xEE, np.uint8)
             where = np.full(N, -1, np.int64)
             lengths = np.full(N, -1, np.int64)
-            kernel(offsets, data, out, where, lengths, i0, i1)
+            kernel(offsets, data, out, where, lengths, base, i0, i1)
             outs.append(out), wheres.append(where), lens.append(lengths)
         np.testing.assert_array_equal(outs[1], outs[0])
         np.testing.assert_array_equal(wheres[1], wheres[0])
         np.testing.assert_array_equal(lens[1], lens[0])
         if i1 > i0:                     # one after another from document i0's place
-            assert wheres[0][i0] == offsets[i0] - offsets[0]
+            assert wheres[0][i0] == base + offsets[i0] - offsets[0]
             np.testing.assert_array_equal(wheres[0][i0 + 1:i1],
                                           wheres[0][i0:i1 - 1] + lens[0][i0:i1 - 1])
 
@@ -208,7 +208,7 @@ def test_folded_text_is_python_split_joined(corpus):
     lengths = np.zeros(N, np.int64)
     where = np.zeros(N, np.int64)
     out = np.zeros(int(offsets[N] - offsets[0]), np.uint8)
-    vt.fold_docs(offsets, data, out, where, lengths, 0, N)
+    vt.fold_docs(offsets, data, out, where, lengths, 0, 0, N)
     for i in range(N):
         doc = bytes(data[offsets[i]:offsets[i + 1]])
         try:
@@ -238,6 +238,12 @@ def test_fold_spaces_joins_the_pieces_threads_folded(real, monkeypatch, threads)
     assert got == want
     with interpreted():                          # the stand-in, on one thread
         assert cpu.fold_spaces(sub, buf)[0].tolist() == new_off.tolist()
+    # several arrays folded one after another into one
+    k = len(sub) // 3
+    parts = [(sub[:k + 1], buf), (sub[k:2 * k + 1], buf), (sub[2 * k:], buf)]
+    p_off, p_buf = cpu.fold_spaces_parts(parts)
+    assert p_off.tolist() == new_off.tolist()
+    assert bytes(p_buf[:p_off[-1]]) == bytes(new[:new_off[-1]])
 
 
 @pytest.mark.parametrize("word", [False, True])
@@ -419,7 +425,7 @@ def test_documents_in_pieces(corpus, monkeypatch):
         out = np.zeros(int(offsets[N] - offsets[0]), np.uint8)
         where = np.full(N, -1, np.int64)
         lengths = np.full(N, -1, np.int64)
-        kernel(offsets, data, out, where, lengths, 3, N)
+        kernel(offsets, data, out, where, lengths, 0, 3, N)
         folded.append((out, where, lengths))
     for w, g in zip(*folded):
         np.testing.assert_array_equal(g, w)

@@ -41,13 +41,16 @@ def _arrow_steps(arr: pa.Array, steps) -> pa.Array:
     return arr
 
 
-def fold_whitespace(arr: pa.Array) -> pa.Array:
-    """The ``ws`` step by the compiled kernel (``" ".join(text.split())``)."""
-    from ..kernels.cpu import fold_spaces
-    offsets, data = text_buffers(arr)
-    new_off, new_data = fold_spaces(offsets, data)
-    return pa.LargeStringArray.from_buffers(len(arr), pa.py_buffer(new_off),
-                                            pa.py_buffer(new_data))
+def fold_whitespace(arr) -> pa.Array:
+    """The ``ws`` step by the compiled kernel (``" ".join(text.split())``) of
+    a string array, or of a list of them, whose documents it writes one
+    after another into one array (so the parts the threads normalized are
+    not joined first)."""
+    from ..kernels.cpu import fold_spaces_parts
+    parts = arr if isinstance(arr, list) else [arr]
+    new_off, new_data = fold_spaces_parts([text_buffers(a) for a in parts])
+    return pa.LargeStringArray.from_buffers(sum(len(a) for a in parts),
+                                            pa.py_buffer(new_off), pa.py_buffer(new_data))
 
 
 #: Text bytes below which the Arrow steps run in the calling thread.
@@ -59,9 +62,10 @@ def _threads() -> int:
     return threads()
 
 
-def _threaded(arr: pa.Array, steps) -> pa.Array:
+def _threaded(arr: pa.Array, steps, join: bool = True):
     """Arrow steps over one slice of ``arr`` per thread (Arrow's string
-    kernels run single-threaded and release the GIL)."""
+    kernels run single-threaded and release the GIL): one array, or with
+    ``join`` false the threads' parts as a list."""
     threads = _threads()
     n = len(arr)
     if threads == 1 or n < 2 or arr.nbytes < PARALLEL_BYTES:
@@ -73,7 +77,7 @@ def _threaded(arr: pa.Array, steps) -> pa.Array:
         done = list(ex.map(
             lambda j: _arrow_steps(arr.slice(cuts[j], cuts[j + 1] - cuts[j]), steps),
             range(parts)))
-    return pa.concat_arrays(done)
+    return pa.concat_arrays(done) if join else done
 
 
 def normalize_text(arr: pa.Array, steps) -> pa.Array:
@@ -84,13 +88,15 @@ def normalize_text(arr: pa.Array, steps) -> pa.Array:
     # Arrow's steps keep nulls as they are, so whether the kernel can fold
     # whitespace is known up front.
     kernel_ws = not out.null_count
-    for is_ws, group in itertools.groupby(steps, key=lambda step: kernel_ws and step == "ws"):
-        group = tuple(group)
+    groups = [(is_ws, tuple(g)) for is_ws, g in
+              itertools.groupby(steps, key=lambda step: kernel_ws and step == "ws")]
+    for k, (is_ws, group) in enumerate(groups):
         if is_ws:
             for _ in group:
                 out = fold_whitespace(out)
         else:
-            out = _threaded(out, group)
+            # the fold that follows writes the threads' parts into one array itself
+            out = _threaded(out, group, join=k + 1 == len(groups))
     return out
 
 
