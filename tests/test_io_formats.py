@@ -273,8 +273,9 @@ def _awkward_jsonl(n=400, seed=11) -> bytes:
 def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
     """With the next block scanned in a worker thread (files of several
     blocks) the reader gives what it gives block after block: texts, ids,
-    line numbers, repaired records, skipped records; the worker is gone
-    afterwards, also when a bad record stops the read."""
+    line numbers, repaired records, skipped records; every read, also one a
+    bad record stops, uses the same one worker (a thread per file would take
+    an allocator arena each)."""
     import threading
     from gpu_dedup.errors import InputError
     from gpu_dedup.io import jsonl
@@ -305,9 +306,28 @@ def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
         assert np.array_equal(piece["lines"], plain["lines"])
         assert piece["skipped"] == plain["skipped"] and len(piece["texts"]) > len(one.texts)
     first_bad = min(ln for ln, _ in one.skipped)
-    with pytest.raises(InputError, match=rf"awkward\.jsonl:{first_bad}:"):
-        read_jsonl_shard(str(p), block_bytes=300)
-    assert not workers()
+    for _ in range(3):
+        with pytest.raises(InputError, match=rf"awkward\.jsonl:{first_bad}:"):
+            read_jsonl_shard(str(p), block_bytes=300)
+    assert len(workers()) == 1
+    if hasattr(os, "fork"):             # a forked child starts a reader of its own
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:                        # pragma: no cover - the child
+            try:
+                got = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=300)
+                os.write(w, b"1" if got.texts.equals(one.texts) else b"0")
+            finally:
+                os._exit(0)
+        os.close(w)
+        import select
+        import signal
+        ready, _, _ = select.select([r], [], [], 120)
+        ok = os.read(r, 1) if ready else b"hung"
+        if not ready:
+            os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        assert ok == b"1", ok
 
 
 def test_integer_and_mixed_ids(tmp_path):
