@@ -21,7 +21,7 @@ import os
 import re
 import sys
 
-from .io.fs import redact, secrets
+from .io.fs import redact, secrets_held
 
 #: ``OSError`` numbers that say something about the machine, the files or the
 #: network the user gave, not about this program.
@@ -52,24 +52,26 @@ def printable(text) -> str:
     return s
 
 
-def clean(text, known: list[str] | None = None) -> str:
-    """``text`` as the user may see it: credentials masked, printable
-    (``known``: a list of :func:`gpu_dedup.io.fs.secrets` made once for many
-    texts, brought up to date when a text's URL shows a new one)."""
-    return printable(redact(printable(text), known))
+def clean(text) -> str:
+    """``text`` as the user may see it: credentials masked, printable."""
+    return printable(redact(printable(text)))
 
 
-def clean_tree(obj, known: list[str] | None = None):
+def clean_tree(obj):
     """A report (dicts, lists, strings, numbers) with every string, keys
-    included, :func:`clean`."""
-    if known is None:
-        known = secrets()
+    included, :func:`clean`, within one list of secrets
+    (:class:`gpu_dedup.io.fs.secrets_held`)."""
+    with secrets_held():
+        return _clean_tree(obj)
+
+
+def _clean_tree(obj):
     if isinstance(obj, str):
-        return clean(obj, known)
+        return clean(obj)
     if isinstance(obj, dict):
-        return {clean_tree(k, known): clean_tree(v, known) for k, v in obj.items()}
+        return {_clean_tree(k): _clean_tree(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(clean_tree(v, known) for v in obj)
+        return type(obj)(_clean_tree(v) for v in obj)
     return obj
 
 

@@ -116,9 +116,9 @@ _HELD = threading.local()
 class secrets_held:
     """Within the ``with`` block, on this thread, :func:`secrets` is made
     once and made again only when a URL has taught a new one: for code
-    that cleans many strings at once (a report's page cleans every word it
-    shows, and reading the environment for each took longer than the rest
-    of a small run's report)."""
+    that cleans many strings at once (a report, and its page, which cleans
+    every word it shows: reading the environment for each took longer than
+    the rest of a small run's report)."""
 
     def __enter__(self):
         self._before = getattr(_HELD, "made", None)
@@ -156,13 +156,13 @@ def secrets() -> list[str]:
     return found
 
 
-def redact(text: str, known: list[str] | None = None) -> str:
+def redact(text: str) -> str:
     """``text`` with no credential in it: the user-info of every URL
     (``scheme://user:pass@host/...`` -> ``scheme://***@host/...``, and a bare
-    ``user@`` too), and :func:`secrets` (``known``: a list of them the caller
-    made, for many texts at once) are masked."""
+    ``user@`` too), and :func:`secrets` are masked (a URL's user-info is
+    learned first, so this text's and later texts' copies of it are masked
+    too). For many texts at once, within :class:`secrets_held`."""
     text = str(text)
-    seen = len(_SEEN)
 
     def url(m):
         scheme, rest = m.group(1), m.group(2)
@@ -173,11 +173,7 @@ def redact(text: str, known: list[str] | None = None) -> str:
         return scheme + "***@" + rest[len(info) + 1:]
 
     text = _URL_RE.sub(url, text)
-    if known is None:
-        known = secrets()
-    elif len(_SEEN) != seen:                      # this text taught a new one: for
-        known[:] = secrets()                      # the caller's later texts too
-    for v in known:
+    for v in secrets():
         text = text.replace(v, "***")
     return text
 
