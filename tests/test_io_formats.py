@@ -271,14 +271,15 @@ def _awkward_jsonl(n=400, seed=11) -> bytes:
 
 
 def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
-    """With the next block scanned in a worker thread (files of several
-    blocks) the reader gives what it gives block after block: texts, ids,
-    line numbers, repaired records, skipped records; every read, also one a
-    bad record stops, uses the same one worker (a thread per file would take
-    an allocator arena each)."""
+    """With the next block scanned in a worker thread (from a file's or
+    piece's fourth block on) the reader gives what it gives block after
+    block: texts, ids, line numbers, repaired records, skipped records; a
+    piece of fewer blocks holds none ahead; every read, also one a bad
+    record stops, uses the same one worker (a thread per file would take an
+    allocator arena each)."""
     import threading
     from gpu_dedup.errors import InputError
-    from gpu_dedup.io import jsonl
+    from gpu_dedup.io import jsonl_scan
     from gpu_dedup.io.plan import parse_jsonl_piece, sub_blocks
     p = tmp_path / "awkward.jsonl"
     raw = _awkward_jsonl()
@@ -292,19 +293,38 @@ def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
     def workers():
         return [t for t in threading.enumerate() if t.name.startswith("gpu-dedup-read")]
 
-    one = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=len(raw) + 1)
-    assert one.skipped and len(one.texts) > 300
-    for bb in (300, 1000, 4096):
-        assert os.path.getsize(p) >= jsonl.AHEAD_BLOCKS * bb          # it scans ahead
-        got = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=bb)
-        same(got, one)
-        assert got.fast_blocks and got.slow_blocks
-        piece = parse_jsonl_piece(str(p), sub_blocks(raw, bb), 0, "text", "id", "skip",
-                                  ahead=True)
-        plain = parse_jsonl_piece(str(p), sub_blocks(raw, bb), 0, "text", "id", "skip")
-        assert piece["texts"].equals(plain["texts"]) and piece["ids"].equals(plain["ids"])
-        assert np.array_equal(piece["lines"], plain["lines"])
-        assert piece["skipped"] == plain["skipped"] and len(piece["texts"]) > len(one.texts)
+    ahead = []                                  # per block scanned: by the worker?
+    real_step = jsonl_scan.scan_block
+
+    def counted(block):
+        ahead.append(threading.current_thread().name.startswith("gpu-dedup-read"))
+        return real_step(block)
+
+    jsonl_scan.scan_block = counted
+    try:
+        one = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=len(raw) + 1)
+        plain = parse_jsonl_piece(str(p), sub_blocks(raw, len(raw) // 2 + 1), 0, "text", "id",
+                                  "skip")
+        # one block, then three (the worker looks for a fourth): none scanned ahead
+        assert len(ahead) == 4 and not any(ahead)
+        ahead.clear()
+        assert one.skipped and len(one.texts) > 300
+        for bb in (300, 1000, 4096):
+            got = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=bb)
+            same(got, one)
+            assert got.fast_blocks and got.slow_blocks
+            piece = parse_jsonl_piece(str(p), sub_blocks(raw, bb), 0, "text", "id", "skip")
+            assert piece["texts"].equals(plain["texts"]) and piece["ids"].equals(plain["ids"])
+            assert np.array_equal(piece["lines"], plain["lines"])
+            assert piece["skipped"] == plain["skipped"] and len(piece["texts"]) > len(one.texts)
+            # each read: its first three blocks in turn, every later one ahead
+            k = jsonl_scan.AHEAD_BLOCKS - 1
+            runs = [i for i in range(len(ahead)) if not ahead[i] and (i == 0 or ahead[i - 1])]
+            assert len(runs) == 2 and all(not any(ahead[r:r + k]) for r in runs)
+            assert sum(ahead) == len(ahead) - 2 * k > 2 * k
+            ahead.clear()
+    finally:
+        jsonl_scan.scan_block = real_step
     first_bad = min(ln for ln, _ in one.skipped)
     for _ in range(3):
         with pytest.raises(InputError, match=rf"awkward\.jsonl:{first_bad}:"):

@@ -12,8 +12,8 @@ A suffix is trusted: a ``.gz`` file that is not gzip is a corrupt-data error.
 
 Reading streams the decompressed file in newline-aligned blocks
 (:func:`iter_blocks`). Each block is scanned (:mod:`gpu_dedup.io.jsonl_scan`;
-in a file of several blocks, the next one in a worker thread while this one
-is parsed), then parsed by Arrow's JSON reader, asking only for the text and
+from a file's fourth block on, the next one in a worker thread while this
+one is parsed), then parsed by Arrow's JSON reader, asking only for the text and
 id fields (:func:`parse_block`). A block goes through the
 line-by-line parser instead when it holds anything Arrow and Python's
 :mod:`json` could disagree on: invalid UTF-8 (replaced, and the lines
@@ -43,8 +43,7 @@ import pyarrow.json as pj
 from ..compute import cast
 from ..errors import InputError
 from .compression import CompressedWriter, compression_of, open_decompressed
-from .fs import getsize
-from .jsonl_scan import AHEAD_BLOCKS, BlockScan, line_bounds, scan_block, scanned
+from .jsonl_scan import BlockScan, line_bounds, scan_block, scanned
 from .records import BadRecord, one_line, parse_record
 from .stdin import display_name, resolve
 
@@ -214,15 +213,6 @@ def parse_block(block, st: ShardReadState) -> None:
     _slow_block(block, starts, ends, base, st, set(bad_lines))
 
 
-def _size_hint(path: str) -> int:
-    """The bytes of ``path`` on disk (its compressed size), or 0 when unknown
-    (standard input, an object that cannot be asked)."""
-    try:
-        return int(getsize(resolve(path)))
-    except (OSError, InputError, ValueError, pa.ArrowException):
-        return 0
-
-
 def _slow_block(block: bytes, starts, ends, base: int, st: ShardReadState,
                 bad_lines: set) -> None:
     st.slow_blocks += 1
@@ -285,8 +275,7 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
     if on_bad_record not in ON_BAD_RECORD:
         raise ValueError(f"on_bad_record must be 'error' or 'skip', got {on_bad_record!r}")
     st = ShardReadState(path, text_field, id_field, on_bad_record)
-    ahead = _size_hint(path) >= AHEAD_BLOCKS * block_bytes
-    for sc in scanned(iter_blocks(path, block_bytes), ahead):
+    for sc in scanned(iter_blocks(path, block_bytes)):
         parse_block(sc, st)
         if progress is not None:
             progress(len(sc.block))

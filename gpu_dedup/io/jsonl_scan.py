@@ -160,39 +160,39 @@ def scan_block(block: bytes) -> BlockScan:
     return BlockScan(block, bad_lines, starts, ends, record, bad, suspicious)
 
 
-#: A file or piece of at least this many blocks is read with the next block
-#: scanned ahead (:func:`scanned`): the block held ahead and its scan are then
-#: at most a quarter of what the reader holds of the piece anyway.
+#: From this many blocks on, a file or piece is read with the next block
+#: scanned ahead (:func:`scanned`): a block is held ahead only once this many
+#: have been read, so it is at most a quarter of what the reader holds of
+#: the piece anyway, and a tight budget's small pieces are read block after
+#: block.
 AHEAD_BLOCKS = 4
 
 
-def scanned(blocks, ahead: bool = True):
-    """:func:`scan_block` of each of ``blocks``, in order. With ``ahead``,
-    the next block is read, decompressed and scanned in a worker thread
-    while the caller parses this one (NumPy and Arrow let go of the
-    interpreter while they work): 1.3x on paragraphs and 1.6x on long
-    documents on two cores, nothing on short lines, where Arrow's parse
-    keeps both cores busy (``bench/results/reading.md``). An error (a
-    corrupt file) reaches the caller with the block it concerns."""
-    if not ahead:
-        for b in blocks:
-            yield scan_block(b)
-        return
+def scanned(blocks):
+    """:func:`scan_block` of each of ``blocks``, in order. From the
+    :data:`AHEAD_BLOCKS`-th block on, the next block is read, decompressed
+    and scanned in a worker thread while the caller parses this one (NumPy
+    and Arrow let go of the interpreter while they work): 1.3x on paragraphs
+    and 1.6x on long documents on two cores, nothing on short lines, where
+    Arrow's parse keeps both cores busy (``bench/results/reading.md``). An
+    error (a corrupt file) reaches the caller with the block it concerns."""
     it = iter(blocks)
 
     def step():
         b = next(it, None)
         return None if b is None else scan_block(b)
 
-    pool = _reader()
-    pending = pool.submit(step)
+    pending = None
+    taken = 0
     try:
         while True:
-            sc = pending.result()
+            sc = step() if pending is None else pending.result()
+            pending = None
             if sc is None:
-                pending = None
                 return
-            pending = pool.submit(step)
+            taken += 1
+            if taken >= AHEAD_BLOCKS - 1:      # the next one is the AHEAD_BLOCKS-th
+                pending = _reader().submit(step)
             yield sc
     finally:
         if pending is not None and not pending.cancel():

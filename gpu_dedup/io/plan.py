@@ -28,7 +28,7 @@ from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
 from .compression import compression_of
 from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
-from .jsonl_scan import AHEAD_BLOCKS, scanned
+from .jsonl_scan import scanned
 from .fs import getsize, open_binary
 from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
@@ -233,12 +233,11 @@ def sub_blocks(raw: bytes, size: int = BLOCK_BYTES):
 
 
 def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
-                      id_field: str | None, on_bad_record: str = "error",
-                      ahead: bool = False) -> dict:
+                      id_field: str | None, on_bad_record: str = "error") -> dict:
     """A newline-aligned piece of a JSONL file, parsed block by block with
     :func:`gpu_dedup.io.jsonl.parse_block`; line numbers continue from
-    ``lines_before``; with ``ahead``, the next block is scanned while this
-    one is parsed (:func:`gpu_dedup.io.jsonl_scan.scanned`).
+    ``lines_before``; from its fourth block on, the next block is scanned
+    while this one is parsed (:func:`gpu_dedup.io.jsonl_scan.scanned`).
 
     Returns texts, ids (nulls where a record has none; None when no record
     has one), line numbers, the invalid-UTF-8 count, the skipped records,
@@ -246,7 +245,7 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
     """
     st = ShardReadState(path, text_field, id_field, on_bad_record)
     st.line_base = lines_before
-    for sc in scanned(blocks, ahead):
+    for sc in scanned(blocks):
         parse_block(sc, st)
     texts = pa.concat_arrays(st.texts) if st.texts else pa.array([], pa.large_string())
     lines = np.concatenate(st.lines) if st.lines else np.zeros(0, np.int64)
@@ -323,7 +322,7 @@ def read_piece(unit: dict, text_field: str, id_field: str | None,
         if unit["start"] == 0 and raw.startswith(BOM):
             raw = raw[len(BOM):]
         d = parse_jsonl_piece(path, sub_blocks(raw), unit["line_base"], text_field, id_field,
-                              on_bad_record, ahead=len(raw) >= AHEAD_BLOCKS * BLOCK_BYTES)
+                              on_bad_record)
         del raw
         d.update(path=path, compression=None, files=None)
     elif kind == "batches":
