@@ -114,11 +114,54 @@ def first_runs(repeat: int) -> list[float]:
     return secs
 
 
+def record(path: str) -> int:
+    """Write ``kernels/ahead_list.py``: the kernels that ``gpu-dedup demo``
+    and a default run of its corpus call from Python, with the Numba types
+    of their arguments, in the order of their first call (what a first
+    run's helper compiles ahead, ``kernels/ahead.py``). Runs compiled, in
+    this process. Parquet inputs and out-of-core runs pass some kernels
+    read-only arrays: those are compiled by the run itself."""
+    from gpu_dedup.cli import main as cli
+    from gpu_dedup.kernels import ahead, jit
+    seen: dict = {}
+
+    def on_call(k, args):
+        seen.setdefault((k.name, ahead.types_text(args)), None)
+
+    tmp = tempfile.mkdtemp(prefix="gpu-dedup-record-")
+    try:
+        jit.on_call = on_call
+        with jit.compiling():
+            demo = os.path.join(tmp, "demo")
+            cli(["demo", "--quiet", "--output", demo], standalone_mode=False)
+            cli(["run", os.path.join(demo, "corpus.jsonl"), "-o", os.path.join(tmp, "out"),
+                 "--quiet"], standalone_mode=False)
+    finally:
+        jit.on_call = None
+        shutil.rmtree(tmp, ignore_errors=True)
+    lines = ['"""What a default run calls from Python, with the Numba types of the',
+             "arguments, in the order of the first call (see :mod:`.ahead`). Made by",
+             '``python bench/first_run.py --record``; edit by running that."""',
+             "SIGNATURES: tuple[tuple[str, str], ...] = ("]
+    for name, text in seen:
+        lines.append(f"    ({name!r},")
+        lines.append(f"     {text!r}),")
+    lines.append(")")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print(f"{len(seen)} signatures of {len({n for n, _ in seen})} kernels: {path}")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-save", action="store_true")
+    ap.add_argument("--record", action="store_true",
+                    help="write kernels/ahead_list.py (what a first run compiles ahead) and stop")
     args = ap.parse_args(argv)
+    if args.record:
+        return record(os.path.join(os.path.dirname(HERE), "kernels", "ahead_list.py"))
     m = results.machine()
     first = first_runs(args.repeat)
     warm = startup()

@@ -90,6 +90,8 @@ def demo(output, docs, seed, device, quiet):
 
     from . import progress
     from .demo import COOKBOOK_CONFIG, planted_corpus, score
+    from .kernels import ahead
+    from .memory import default_budget
     from .pipeline import run as run_pipeline, summary_line
     if docs < 1:
         raise DedupError(f"--docs must be at least 1, got {docs}")
@@ -115,16 +117,22 @@ def demo(output, docs, seed, device, quiet):
             f.write(json.dumps({"id": str(i), "text": t}) + "\n")
     out = os.path.join(folder, "result")
     prog = progress.StageProgress() if progress.wanted(quiet) else None
+    # a first demo compiles the kernels of both runs below: one helper
+    # process compiles ahead for the two (a run started inside starts none)
+    helper = ahead.start(default_budget()) if device == "cpu" else None
     try:
-        if prog is not None:
-            prog.__enter__()
-        report = run_pipeline([src], out, COOKBOOK_CONFIG, device=device, overwrite=True,
-                              on_stage=prog.stage if prog else None,
-                              on_progress=prog.fraction if prog else None)
+        try:
+            if prog is not None:
+                prog.__enter__()
+            report = run_pipeline([src], out, COOKBOOK_CONFIG, device=device, overwrite=True,
+                                  on_stage=prog.stage if prog else None,
+                                  on_progress=prog.fraction if prog else None)
+        finally:
+            if prog is not None:
+                prog.close()
+        _warm_defaults(texts[:400], device)
     finally:
-        if prog is not None:
-            prog.close()
-    _warm_defaults(texts[:400], device)
+        ahead.finish(helper)
     cl = pq.read_table(os.path.join(out, "clusters.parquet"))
     pairs = pq.read_table(os.path.join(out, "pairs.parquet"))
     index = {v: i for i, v in enumerate(cl["id"].to_pylist())}

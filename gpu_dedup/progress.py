@@ -26,8 +26,10 @@ def wanted(quiet: bool = False, stream=None) -> bool:
     return True
 
 
-#: What compiling the CPU kernels takes on a first run (two cores: 18 s of the demo's 20 s).
-COMPILE_SECONDS = "about 20 seconds"
+#: What compiling the CPU kernels takes on a first run: on two cores, 12-15 s
+#: of the demo's 13-17 s with a second process compiling ahead
+#: (``kernels/ahead.py``), 20-25 s without one (one core, or a budget under 4 GiB).
+COMPILE_SECONDS = "15 to 25 seconds"
 
 
 def compile_notice() -> str | None:

@@ -34,6 +34,7 @@ from .engine.session import Session, os_error, session
 from .errors import ConfigError
 from .io.plan import input_bytes, plan_reads
 from .io.sources import ON_BAD_RECORD, group_inputs
+from .kernels import ahead
 from .kernels.jit import interpreted, load_numba_ahead
 from .memory import format_size, parse_size
 
@@ -154,8 +155,9 @@ def memory_report(s: Session) -> dict:
     """The budget, the peak resident memory of each stage (this process and
     its children), and of each process by role: the driver (this process)
     and the executor's workers, each beside its limit."""
-    processes = [{"role": "driver", "pid": os.getpid(), "peak_rss_bytes": s.monitor.own,
-                  "limit_bytes": s.plan.budget}] + s.executor.process_peaks()
+    processes = ([{"role": "driver", "pid": os.getpid(), "peak_rss_bytes": s.monitor.own,
+                   "limit_bytes": s.plan.budget}] + s.executor.process_peaks()
+                 + ahead.take_reports())
     return {"limit_bytes": s.plan.budget, "limit": format_size(s.plan.budget),
             "peak_rss_bytes": dict(s.monitor.peaks),
             "peak_rss_total_bytes": max(s.monitor.peaks.values(), default=0),
@@ -190,22 +192,29 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
                  partition_bytes=partition_bytes, chunk_share=command.chunk_share,
                  memory_per_byte=command.memory_per_byte) as s:
         runner = command.runner(opened, s)
+        helper = None
         try:
             small = command.interpretable and interpreted_kernels(measured, s.executor,
                                                                    opened.backend)
             if not small and s.executor.shared_memory and opened.backend.name == "cpu":
                 load_numba_ahead()                # while the inputs are read
+                helper = ahead.start(s.plan.budget)     # a first run: a second compiler
             with interpreted(small):
-                return _run_and_publish(runner, command, opened, s, paths, html)
+                return _run_and_publish(runner, command, opened, s, paths, html, helper)
         except OSError as exc:
             raise os_error(exc, s.store.root or opened.output) from exc
+        finally:
+            ahead.finish(helper)
 
 
 def _run_and_publish(runner, command: Command, opened: Opened, s: Session, paths,
-                     html: bool) -> dict:
-    """:func:`run_files`' run, outputs, report and publication."""
+                     html: bool, helper=None) -> dict:
+    """:func:`run_files`' run, outputs, report and publication; ``helper``:
+    the process compiling kernels ahead (:mod:`.kernels.ahead`), finished
+    once the run's stages are done, so that the report shows it."""
     from .report import write_report_json
     runner.run(plan_reads(paths, s.plan.chunk_bytes))
+    ahead.finish(helper)
     with opened.out:
         folder = opened.out.staging()
         with runner.stage("write"):

@@ -38,6 +38,12 @@ import numpy as np
 _local = threading.local()
 _build_lock = threading.RLock()
 
+#: Called as ``on_call(kernel, args)`` before each call of a kernel from
+#: Python, compiled or interpreted (calls from compiled code apart); None:
+#: nothing is called. Set by :mod:`.ahead` (a first run's compile ahead, and
+#: recording what a run calls).
+on_call = None
+
 
 def interpreting() -> bool:
     """Whether kernels called on this thread run interpreted."""
@@ -102,9 +108,10 @@ def load_numba_ahead() -> threading.Thread | None:
 
 def _load_numba() -> None:
     try:
-        from numba.core.compiler_lock import global_compiler_lock
-        from numba.core.registry import cpu_target
-        with global_compiler_lock:
+        with _build_lock:                   # every import of Numba here is under it:
+            from numba.core.compiler_lock import global_compiler_lock  # two threads
+            from numba.core.registry import cpu_target   # importing its modules at
+        with global_compiler_lock:                        # once can deadlock
             cpu_target.target_context.refresh()
     except (ImportError, AttributeError):   # Numba's internals are no API: if they
         pass                                # moved, the first kernel loads it instead
@@ -132,6 +139,8 @@ class Kernel:
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args):
+        if on_call is not None:
+            on_call(self, args)
         if getattr(_local, "on", False):
             return (self.vector or self._interpreted())(*args)
         return (self._compiled or self.compiled)(*args)
@@ -157,6 +166,7 @@ class Kernel:
                     from numba import njit as numba_njit
                     d = numba_njit(**self.options)(self._with_globals(g))
                     _typed_as_values(d)
+                    _cache_locked(d)
                     self._compiled = d
         return self._compiled
 
@@ -180,6 +190,11 @@ class Kernel:
         f.__doc__ = py.__doc__
         return f
 
+    @property
+    def name(self) -> str:
+        """``module.function`` within this package's kernels (``cpu._oph_blocks``)."""
+        return f"{self.py_func.__module__.rsplit('.', 1)[-1]}.{self.py_func.__qualname__}"
+
     def __repr__(self) -> str:
         return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"
 
@@ -198,6 +213,76 @@ def _typed_as_values(dispatcher) -> None:
         return resolve(tuple(nb_types.unliteral(a) for a in args),
                        {k: nb_types.unliteral(v) for k, v in kws.items()})
     dispatcher.get_call_template = get_call_template
+
+
+_cache_lock_installed = None
+
+
+def lock_cache() -> bool:
+    """Make Numba read and write the cache files of this package's kernels
+    (each one's index, then its data) under an exclusive lock of their
+    folder: ``fcntl.flock`` of a file ``gpu-dedup.lock`` there. Processes
+    that compile at once (a run and its helper, :mod:`.ahead`; Dask's
+    workers) could otherwise give one data file to two signatures of a
+    kernel, or read an index whose data is not written yet. Other Numba
+    functions of the process are left as they are. False where it cannot be
+    done (no ``fcntl``, or Numba's cache classes changed)."""
+    global _cache_lock_installed
+    with _build_lock:
+        if _cache_lock_installed is None:
+            _cache_lock_installed = _install_cache_lock()
+    return _cache_lock_installed
+
+
+def _install_cache_lock() -> bool:
+    import contextlib
+    import os
+    try:
+        import fcntl
+
+        from numba.core import caching
+        cls = caching.IndexDataCacheFile
+        save, load = cls.save, cls.load
+    except (ImportError, AttributeError):
+        return False
+
+    @contextlib.contextmanager
+    def held(cache_file):
+        fd = None
+        if getattr(cache_file, "_gpu_dedup", False):
+            try:
+                os.makedirs(cache_file._cache_path, exist_ok=True)
+                fd = os.open(os.path.join(cache_file._cache_path, "gpu-dedup.lock"),
+                             os.O_CREAT | os.O_RDWR, 0o600)
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            except (AttributeError, OSError):  # a folder it cannot write: as Numba does
+                if fd is not None:
+                    os.close(fd)
+                fd = None
+        try:
+            yield
+        finally:
+            if fd is not None:
+                os.close(fd)                 # releases the lock
+
+    def locked_save(self, key, data):
+        with held(self):
+            return save(self, key, data)
+
+    def locked_load(self, key):
+        with held(self):
+            return load(self, key)
+
+    cls.save, cls.load = locked_save, locked_load
+    return True
+
+
+def _cache_locked(dispatcher) -> None:
+    """Mark a kernel's cache files as read and written under
+    :func:`lock_cache`'s lock (installing it)."""
+    cache_file = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    if cache_file is not None and lock_cache():
+        cache_file._gpu_dedup = True
 
 
 _MAPPED_GLOBALS: dict = {}
