@@ -597,6 +597,13 @@ def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_pat
     import numpy as np
     from gpu_dedup.engine import priority
     paths, _, _ = corpus
+    # later copies of early texts, longer as written, the same once
+    # normalized: groups whose kept document is a member in another chunk
+    texts = make_texts(700)
+    extra = tmp_path / "longer.jsonl"
+    extra.write_text("".join(json.dumps({"id": f"x{i}", "text": "  " + texts[i].upper() + "   "})
+                             + "\n" for i in range(0, 200, 5)))
+    paths = list(paths) + [str(extra)]
     cfg = dataclasses.replace(CFG, keep="longest")
     sizes = []
     real = priority.task_order
@@ -631,6 +638,11 @@ def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_pat
     best, best_len = docs[order[head]], length[order[head]]
     pos_of_rank = np.lexsort((best, -best_len))
     assert np.array_equal(load(layout.BEST), best)
+    # the members' lengths, kept beside the pairs by the exact stage
+    pair_member = load(layout.exact("pair_member"))
+    assert pair_member.size and np.array_equal(load(layout.exact(layout.PAIR_LENGTHS)),
+                                               lengths[pair_member])
+    assert (best != reps).any()              # groups that keep a longer member
     assert np.array_equal(load(layout.POS_OF_RANK), pos_of_rank)
     assert np.array_equal(load(layout.POS_RANK)[pos_of_rank], np.arange(reps.size))
     assert (np.diff(best_len[pos_of_rank]) <= 0).all() and len(set(best_len.tolist())) > 3

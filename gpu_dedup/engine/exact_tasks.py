@@ -34,7 +34,9 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     meta = st.done(unit)
     if meta is not None and meta.get("pairs"):
         return {**meta, "reused": 1}
-    fp, ix = _partition_of(st, docs, layout.FP, parts, p, active=True)
+    longest = ctx.cfg.keep == "longest"
+    fp, ix, length = _partition_of(st, docs, layout.FP, parts, p, active=True,
+                                   lengths=longest)
     if ctx.cfg.exact and ix.size:
         be = backend_of(ctx)
         rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
@@ -45,10 +47,13 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     members, member_rep = ix[~is_rep], rep[~is_rep]
     order = np.lexsort((members, member_rep))
     names = layout.EXACT_ARRAYS + ("pair_rep", "pair_member")
-    for name, arr in zip(names, (ix[is_rep], members, member_rep, member_rep[order],
-                                 members[order])):
+    arrays = (ix[is_rep], members, member_rep, member_rep[order], members[order])
+    if longest:
+        names += (layout.PAIR_LENGTHS,)
+        arrays += (length[~is_rep][order],)
+    for name, arr in zip(names, arrays):
         st.save_npy(layout.file(unit, f"{name}.npy"), arr)
-    del rep, ix, is_rep, members, member_rep, order
+    del rep, ix, is_rep, members, member_rep, order, arrays, length
     meta = {"pid": os.getpid(), "pairs": 1}
     st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in names]))
     return {**meta, "reused": 0}
@@ -67,14 +72,17 @@ def task_exact_slice(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     if meta is not None:
         return {**meta, "reused": 1}
     lo, hi = int(docs.starts[c]), int(docs.starts[c + 1])
-    got: dict = {n: [] for n in layout.EXACT_SLICE_ARRAYS}
+    longest = ctx.cfg.keep == "longest"
+    slice_names = layout.exact_slice_arrays(longest)
+    pair_names = ("pair_rep", "pair_member") + ((layout.PAIR_LENGTHS,) if longest else ())
+    got: dict = {n: [] for n in slice_names}
     for p in range(parts):
         part = layout.exact_part(parts, p)
 
         def load(name, part=part):
             return st.load_npy(layout.file(part, f"{name}.npy"), mmap=True)
         for key, names in (("reps", ("reps",)), ("members", ("members", "member_rep")),
-                           ("pair_rep", ("pair_rep", "pair_member"))):
+                           ("pair_rep", pair_names)):
             k = load(key)
             a, b = np.searchsorted(k, [lo, hi])
             for n in names:
@@ -85,13 +93,14 @@ def task_exact_slice(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     o = np.argsort(arr["members"], kind="stable")
     arr["members"], arr["member_rep"] = arr["members"][o], arr["member_rep"][o]
     o = np.lexsort((arr["pair_member"], arr["pair_rep"]))
-    arr["pair_rep"], arr["pair_member"] = arr["pair_rep"][o], arr["pair_member"][o]
+    for n in pair_names:
+        arr[n] = arr[n][o]
     del o
-    for n in layout.EXACT_SLICE_ARRAYS:
+    for n in slice_names:
         st.save_npy(layout.file(unit, f"{n}.npy"), arr[n])
     meta = {"reps": int(arr["reps"].size), "members": int(arr["members"].size),
             "pairs": int(arr["pair_rep"].size)}
-    st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in layout.EXACT_SLICE_ARRAYS]))
+    st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in slice_names]))
     return {**meta, "reused": 0}
 
 
@@ -102,11 +111,13 @@ FINGERPRINT_TASK_BYTES = 120
 
 
 def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
-                  active: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                  active: bool = False, lengths: bool = False) -> tuple:
     """The 128-bit fingerprints ``name`` (``fp.npy`` or ``idfp.npy``) of the
     documents in partition ``p`` of ``parts``, and their global positions;
-    only active documents when ``active``; chunks without the file add none."""
-    fps, idx = [], []
+    only active documents when ``active``; chunks without the file add none.
+    Third, with ``lengths``, their lengths (each chunk's ``lengths.npy``),
+    else None."""
+    fps, idx, lens = [], [], []
     for ci, c in enumerate(docs.chunks):
         path = layout.chunk_file(c["key"], name)
         if not active and not st.exists(path):
@@ -117,9 +128,13 @@ def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
             sel &= st.load_npy(layout.chunk_file(c["key"], layout.ACTIVE))
         fps.append(fp[sel])
         idx.append(np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]))
+        if lengths:
+            lens.append(np.asarray(st.load_npy(layout.chunk_file(c["key"], layout.LENGTHS)),
+                                   dtype=np.int64)[sel])
         del fp
     return (np.concatenate(fps) if fps else np.zeros((0, 2), _U64),
-            np.concatenate(idx) if idx else np.zeros(0, np.int64))
+            np.concatenate(idx) if idx else np.zeros(0, np.int64),
+            (np.concatenate(lens) if lens else np.zeros(0, np.int64)) if lengths else None)
 
 
 def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
@@ -128,7 +143,7 @@ def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
     (the rule of :mod:`gpu_dedup.ids`), or None. The smallest pair over the
     partitions is the corpus's."""
     p, parts = item
-    fp, ix = _partition_of(ctx.store, docs, layout.IDFP, parts, p)
+    fp, ix, _ = _partition_of(ctx.store, docs, layout.IDFP, parts, p)
     if not ix.size:
         return None
     rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]

@@ -28,6 +28,7 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
         reps.npy, members.npy, member_rep.npy        (+ p{p}.done)
         pair_rep.npy, pair_member.npy   its (representative, member) pairs,
                                   sorted by representative
+        pair_member_len.npy       their members' lengths (keep="longest")
       {parts}/s{c}/               the documents of chunk c, from every
                                   partition: its slice of each array below
                                   (+ s{c}.done; deleted once the stage is done)
@@ -36,6 +37,7 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
                                   identical texts, and its representative
       member_group.npy            each member's representative's number
       pair_rep.npy, pair_member.npy   the same pairs sorted by representative
+      pair_member_len.npy         their members' lengths (keep="longest")
     signatures/                   written by signatures; read by buckets,
                                   select (band keys, signature scores)
       r{r0}.keys.npy              band keys of a block of representatives
@@ -209,6 +211,15 @@ def exact_part(parts: int, p: int) -> str:
 #: The arrays of a slice of positions (:func:`exact_slice`), merged from the
 #: partitions, concatenated slice after slice into the stage's arrays.
 EXACT_SLICE_ARRAYS = ("reps", "members", "member_rep", "pair_rep", "pair_member")
+#: With ``keep="longest"``, beside ``pair_member``: each member's length in
+#: code points (read by the keep priority, :mod:`gpu_dedup.engine.priority`,
+#: so that no task reads the lengths of other chunks).
+PAIR_LENGTHS = "pair_member_len"
+
+
+def exact_slice_arrays(longest: bool) -> tuple:
+    """:data:`EXACT_SLICE_ARRAYS`, and :data:`PAIR_LENGTHS` when ``longest``."""
+    return EXACT_SLICE_ARRAYS + ((PAIR_LENGTHS,) if longest else ())
 
 
 def exact_slice(parts: int, c: int) -> str:

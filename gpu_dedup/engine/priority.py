@@ -8,8 +8,10 @@ document's position. Keys ``(-length, best)`` are distinct (a document is
 the best of one group at most), so the order is total.
 
 1. :func:`task_best`, a chunk's representatives: each one's ``best`` and its
-   length, from the chunk's (representative, member) pairs and the lengths
-   of their documents; a regular sample of the chunk's keys, in order.
+   length, from the chunk's (representative, member) pairs, the lengths of
+   its own documents and those of the members (which the exact stage keeps
+   beside the pairs, so that a task reads no other chunk's files); a
+   regular sample of the chunk's keys, in order.
 2. The driver picks splitters from the samples (:func:`splitters`): parts
    of the order of about ``R / parts`` keys each, at most about twice that.
 3. :func:`task_route_keys`, a chunk: its keys, by part.
@@ -38,23 +40,6 @@ from .tasks import Ctx
 BYTES_PER_KEY = 96
 
 
-def lengths_at(st, keys: list, starts: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """The lengths (code points) of the documents at ``positions``, read
-    from the ``lengths`` file of each chunk they fall in (``keys``, whose
-    first documents are ``starts``)."""
-    positions = np.asarray(positions, dtype=np.int64)
-    out = np.zeros(positions.size, np.int64)
-    if not positions.size:
-        return out
-    chunk = np.searchsorted(starts, positions, side="right") - 1
-    for c in np.flatnonzero(np.bincount(chunk, minlength=len(keys))):
-        at = np.flatnonzero(chunk == c)
-        lengths = st.load_npy(layout.chunk_file(keys[c], layout.LENGTHS), mmap=True)
-        out[at] = lengths[positions[at] - int(starts[c])]
-        del lengths
-    return out
-
-
 def sorted_keys(neg_len: np.ndarray, best: np.ndarray) -> np.ndarray:
     """The order of the keys ``(neg_len, best)``."""
     return np.lexsort((best, neg_len))
@@ -75,7 +60,7 @@ def task_best(item: dict, ctx: Ctx, chunks: dict) -> dict:
     ``item['samples']`` of their keys, evenly spaced in order."""
     st = ctx.store
     c, d0, d1, g0, g1 = (int(item[k]) for k in ("c", "d0", "d1", "g0", "g1"))
-    keys, starts = chunks["keys"], np.asarray(chunks["starts"], dtype=np.int64)
+    keys = chunks["keys"]
     reps = np.array(st.load_npy(layout.exact("reps"), mmap=True)[g0:g1])
     pair_rep = st.load_npy(layout.exact("pair_rep"), mmap=True)
     p0, p1 = (int(x) for x in np.searchsorted(pair_rep, [d0, d1]))
@@ -85,7 +70,13 @@ def task_best(item: dict, ctx: Ctx, chunks: dict) -> dict:
     n = reps.size
     docs = np.concatenate([reps, members])
     group = np.concatenate([np.arange(n, dtype=np.int64), group])
-    length = lengths_at(st, keys, starts, docs)
+    # the representatives are documents of this chunk; their members' lengths
+    # came with the pairs (the exact stage read them where they lie)
+    own = st.load_npy(layout.chunk_file(keys[c], layout.LENGTHS), mmap=True)
+    length = np.concatenate([np.asarray(own[reps - d0], dtype=np.int64),
+                             np.array(st.load_npy(layout.exact(layout.PAIR_LENGTHS),
+                                                  mmap=True)[p0:p1], dtype=np.int64)])
+    del own
     order = np.lexsort((docs, -length, group))
     head = np.ones(order.size, bool)
     head[1:] = group[order][1:] != group[order][:-1]
@@ -178,7 +169,7 @@ def keep_priority(runner) -> None:
     R = int(runner.R)
     C = len(runner.chunks)
     parts = max(1, math.ceil(R * BYTES_PER_KEY / max(1, runner.plan.task_bytes)))
-    chunks = {"keys": [c["key"] for c in runner.chunks], "starts": starts.tolist()}
+    chunks = {"keys": [c["key"] for c in runner.chunks]}
     items = [{"c": c, "d0": int(starts[c]), "d1": int(starts[c + 1]), "g0": int(g[c]),
               "g1": int(g[c + 1]), "samples": 2 * parts} for c in range(C)]
     got = runner._map("buckets", task_best, items, chunks)

@@ -181,7 +181,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             slices = self._map("exact", exact_tasks.task_exact_slice,
                                [(c, parts) for c in range(len(docs.chunks))], docs)
             units = [layout.exact_slice(parts, c) for c in range(len(docs.chunks))]
-            for name in layout.EXACT_SLICE_ARRAYS:
+            names = layout.exact_slice_arrays(self.cfg.keep == "longest")
+            for name in names:
                 st.concat_npy(layout.exact(name), [layout.file(u, f"{name}.npy") for u in units],
                               np.int64)
             # what the assign stage reads chunk by chunk: each member's
@@ -194,9 +195,10 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             meta = {"reps": int(reps.size), "units": parts}
             del reps
             st.mark_done(layout.stage("exact"), meta,
-                         [layout.exact(n) for n in layout.EXACT_ARRAYS + layout.EXACT_FOR_ASSIGN])
+                         [layout.exact(n) for n in dict.fromkeys(
+                             layout.EXACT_ARRAYS + layout.EXACT_FOR_ASSIGN + names)])
             for u in units:              # the stage's arrays hold them now
-                for name in layout.EXACT_SLICE_ARRAYS:
+                for name in names:
                     st.discard(layout.file(u, f"{name}.npy"))
         # mapped from a disk store, not read in: what the driver reads of them
         # (searches, gathers) stays in pages the system can drop

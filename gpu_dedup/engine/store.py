@@ -62,7 +62,7 @@ from .layout import LOCK, MARKER
 log = logging.getLogger("gpu_dedup")
 
 #: Bump when the layout of the work directory changes.
-FORMAT_VERSION = 11
+FORMAT_VERSION = 12
 DEFAULT_ROOT = ".gpu-dedup-work"
 #: A marker's keys for its files' sizes and hashes, and for its own hash.
 _FILES, _SEAL = "_files", "_seal"
