@@ -647,3 +647,55 @@ def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_pat
     assert np.array_equal(load(layout.POS_RANK)[pos_of_rank], np.arange(reps.size))
     assert (np.diff(best_len[pos_of_rank]) <= 0).all() and len(set(best_len.tolist())) > 3
     assert not glob.glob(os.path.join(root, layout.PRIORITY, "**", "*.npy"), recursive=True)
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_components_over_many_chunks_are_the_components_of_the_pairs(corpus, tmp_path, keep):
+    """--cluster components labels only the documents with a pair (the
+    others are clusters of their own): out of core in many chunks it
+    writes what the in-memory run writes, each document's cluster is the
+    smallest document of its component in the graph of pairs.parquet, each
+    cluster keeps one document (keep first: that smallest one) and every
+    removed one names it."""
+    paths, _, _ = corpus
+    texts = make_texts(700)
+    extra = tmp_path / "longer.jsonl"
+    extra.write_text("".join(json.dumps({"id": f"x{i}", "text": "  " + texts[i].upper() + "   "})
+                             + "\n" for i in range(0, 200, 5)))
+    paths = list(paths) + [str(extra)]
+    cfg = dataclasses.replace(CFG, cluster="components", keep=keep)
+    ref = str(tmp_path / "ref")
+    ref_report = run(paths, ref, cfg)
+    out = str(tmp_path / "out")
+    report = run_staged(paths, out, cfg, memory_limit="64KiB")
+    assert report["work"]["chunks"] > 3
+    assert_same(ref_report, ref, report, out)
+    cl = pq.read_table(os.path.join(out, "clusters.parquet")).to_pydict()
+    pairs = pq.read_table(os.path.join(out, "pairs.parquet")).to_pydict()
+    row = {x: i for i, x in enumerate(cl["id"])}
+    n = len(row)
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a, b in zip(pairs["id_a"], pairs["id_b"]):
+        ra, rb = find(row[a]), find(row[b])
+        parent[max(ra, rb)] = min(ra, rb)          # the root: the smallest member
+    assert len(pairs["id_a"]) > 50 and cl["kept"].count(False) > 50
+    assert cl["cluster"] == [find(i) for i in range(n)]
+    kept_of = {}
+    for i in range(n):
+        if cl["kept"][i]:
+            assert cl["cluster"][i] not in kept_of             # one kept document a cluster
+            kept_of[cl["cluster"][i]] = cl["id"][i]
+    assert set(kept_of) == set(cl["cluster"])
+    for i in range(n):
+        if not cl["kept"][i]:
+            assert cl["duplicate_of"][i] == kept_of[cl["cluster"][i]]
+    if keep == "first":
+        assert all(k == (c == i) for i, (k, c) in enumerate(zip(cl["kept"], cl["cluster"])))
+    else:                                          # a longer copy kept in some cluster
+        assert any(k and c != i for i, (k, c) in enumerate(zip(cl["kept"], cl["cluster"])))

@@ -4,8 +4,9 @@ chunk of documents is a unit of work of its own
 (:mod:`gpu_dedup.engine.assign_tasks`) that writes its arrays
 (:func:`gpu_dedup.engine.layout.final_file` of each name of :data:`FINAL`);
 the stage's numbers are merged from the chunks' and from ranges of cluster
-labels, so that no step holds an array over every document (but connected
-components, which label the whole graph at once).
+labels, so that no step holds an array over every document (connected
+components label the documents that have a pair, in one step: the others
+are clusters of their own).
 
 :class:`AssignStage` is part of :class:`gpu_dedup.engine.runner.Runner`.
 """
@@ -87,30 +88,42 @@ class AssignStage:
                 "units": len(items) + len(ranges)}
 
     def _assign_components(self, items: list):
-        """Connected components of the pairs over every document at once,
-        each chunk's part then saved as :func:`task_assign` would."""
-        N = self.N
+        """Connected components of the pairs, labelled over the documents
+        that have a pair (the others are clusters of their own, kept); each
+        chunk's part then saved as :func:`task_assign` would. What this
+        holds is a few numbers per document with a pair, not per document."""
         st = self.store
         members = st.load_npy(layout.exact("members"))
         member_rep = st.load_npy(layout.exact("member_rep"))
-        rep_doc = np.arange(N, dtype=np.int64)     # each document's identical-text group
-        rep_doc[members] = member_rep
         ea, eb, sim, is_exact = self._pairs(members, member_rep)
+        touched = unique(np.concatenate([ea, eb]))    # sorted documents with a pair
+        rep_doc = touched.copy()                       # each one's identical-text group
+        rep_doc[np.searchsorted(touched, members)] = member_rep
         del members, member_rep
-        kept, cluster = self._select_components(ea, eb)
-        dup, dsim = self._duplicate_of_components(kept, cluster, rep_doc)
-        exact = ~kept & (rep_doc == rep_doc[np.maximum(dup, 0)])
-        removed = ~kept
-        removed[:self.C] = False
+        kept, cluster = self._select_components(touched, ea, eb)
+        dup, dsim = self._duplicate_of_components(touched, kept, cluster, rep_doc)
+        at_dup = np.searchsorted(touched, np.maximum(dup, 0))
+        exact = ~kept & (rep_doc == rep_doc[np.minimum(at_dup, touched.size - 1)])
+        removed = ~kept & (touched >= self.C)
         chaining = chaining_summary(cluster, kept, dsim[removed], float(self.cfg.threshold))
-        del rep_doc, removed
+        del rep_doc, removed, at_dup
         cut = np.searchsorted(ea, self.doc_starts)
+        at = np.searchsorted(touched, self.doc_starts)
         parts = []
         for ci, it in enumerate(items):
             d0, d1 = it["d0"], it["d1"]
             p0, p1 = int(cut[ci]), int(cut[ci + 1])
-            parts.append(save_chunk(self.ctx, it, cluster[d0:d1], kept[d0:d1].copy(),
-                                    dup[d0:d1], dsim[d0:d1], exact[d0:d1],
+            t0, t1 = int(at[ci]), int(at[ci + 1])
+            own = touched[t0:t1] - d0
+            c_cluster = np.arange(d0, d1, dtype=np.int64)
+            c_kept = np.ones(d1 - d0, dtype=bool)
+            c_dup = np.full(d1 - d0, -1, np.int64)
+            c_dsim = np.full(d1 - d0, np.nan)
+            c_exact = np.zeros(d1 - d0, dtype=bool)
+            for full, part in ((c_cluster, cluster), (c_kept, kept), (c_dup, dup),
+                               (c_dsim, dsim), (c_exact, exact)):
+                full[own] = part[t0:t1]
+            parts.append(save_chunk(self.ctx, it, c_cluster, c_kept, c_dup, c_dsim, c_exact,
                                     (ea[p0:p1], eb[p0:p1], sim[p0:p1], is_exact[p0:p1])))
         self.units["assign"] = self.units.get("assign", 0) + len(items)
         return parts, chaining
@@ -136,27 +149,32 @@ class AssignStage:
         order = pair_order(lo, hi)
         return lo[order], hi[order], sim[order], is_exact[order]
 
-    def _select_components(self, ea, eb):
-        """Connected components of the pairs, and the kept document of each."""
+    def _select_components(self, touched, ea, eb):
+        """Connected components of the pairs over the documents ``touched``
+        (sorted; every pair's two documents are among them): each one's
+        kept flag and cluster (the smallest document of its component)."""
         cfg = self.cfg
-        labels = tasks.host(self.be, self.be.components(self.N, ea, eb))
-        cluster = cluster_ids(labels)
+        ia = np.searchsorted(touched, ea)
+        ib = np.searchsorted(touched, eb)
+        labels = tasks.host(self.be, self.be.components(touched.size, ia, ib))
+        del ia, ib
+        local = cluster_ids(labels)          # the smallest of each, as an index of touched
         del labels
-        lengths = self._lengths() if cfg.keep == "longest" else np.zeros(0)
-        return choose_kept(cluster, lengths, cfg.keep), cluster
+        lengths = self._lengths_at(touched) if cfg.keep == "longest" else np.zeros(0)
+        return choose_kept(local, lengths, cfg.keep), touched[local]
 
-    def _duplicate_of_components(self, kept, cluster, rep_doc):
-        """Each removed document's cluster's kept document, and the
-        similarity between the two (scored; 1 for identical texts)."""
-        N = self.N
+    def _duplicate_of_components(self, touched, kept, cluster, rep_doc):
+        """Each removed document's (of ``touched``) cluster's kept document,
+        and the similarity between the two (scored; 1 for identical texts)."""
         k = np.flatnonzero(kept)
-        kept_of = np.full(N, -1, np.int64)
-        kept_of[cluster[k]] = k
-        dup = np.where(kept, -1, kept_of[cluster])
-        dsim = np.full(N, np.nan)
+        heads = cluster[k]                      # each cluster once, sorted with k
+        order = np.argsort(heads, kind="stable")
+        heads, k = heads[order], k[order]
+        dup = np.where(kept, -1, touched[k[np.searchsorted(heads, cluster)]])
+        dsim = np.full(touched.size, np.nan)
         r = np.flatnonzero(~kept)
         if r.size:
-            pa_ = np.searchsorted(self.reps, rep_doc[dup[r]])
+            pa_ = np.searchsorted(self.reps, rep_doc[np.searchsorted(touched, dup[r])])
             pb_ = np.searchsorted(self.reps, rep_doc[r])
             same = pa_ == pb_
             dsim[r[same]] = 1.0

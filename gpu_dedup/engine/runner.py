@@ -442,10 +442,19 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
 
-    def _lengths(self) -> np.ndarray:
-        """Every document's length in code points (``keep="longest"``)."""
-        return np.concatenate([self.store.load_npy(layout.chunk_file(c["key"], layout.LENGTHS))
-                               for c in self.chunks] or [np.zeros(0, np.int64)])
+    def _lengths_at(self, positions: np.ndarray) -> np.ndarray:
+        """The lengths in code points (``keep="longest"``) of the documents
+        at ``positions`` (sorted), read chunk by chunk."""
+        out = np.zeros(positions.size, np.int64)
+        at = np.searchsorted(positions, self.doc_starts)
+        for ci, c in enumerate(self.chunks):
+            a, b = int(at[ci]), int(at[ci + 1])
+            if b > a:
+                lengths = self.store.load_npy(layout.chunk_file(c["key"], layout.LENGTHS),
+                                              mmap=True)
+                out[a:b] = lengths[positions[a:b] - int(self.doc_starts[ci])]
+                del lengths
+        return out
 
     def _shared_sets(self, positions: np.ndarray):
         """The shingle sets of the representatives at ``positions`` (sorted),
