@@ -247,14 +247,17 @@ def _install_cache_lock() -> bool:
         return False
 
     @contextlib.contextmanager
-    def held(cache_file):
+    def held(cache_file, saving: bool):
         fd = None
         if getattr(cache_file, "_gpu_dedup", False):
             try:
-                os.makedirs(cache_file._cache_path, exist_ok=True)
-                fd = os.open(os.path.join(cache_file._cache_path, "gpu-dedup.lock"),
-                             os.O_CREAT | os.O_RDWR, 0o600)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                folder = cache_file._cache_path
+                if saving:                   # Numba makes the folder to save; a load
+                    os.makedirs(folder, exist_ok=True)   # from none finds nothing
+                if os.path.isdir(folder):
+                    fd = os.open(os.path.join(folder, "gpu-dedup.lock"),
+                                 os.O_CREAT | os.O_RDWR, 0o600)
+                    fcntl.flock(fd, fcntl.LOCK_EX)
             except (AttributeError, OSError):  # a folder it cannot write: as Numba does
                 if fd is not None:
                     os.close(fd)
@@ -266,11 +269,11 @@ def _install_cache_lock() -> bool:
                 os.close(fd)                 # releases the lock
 
     def locked_save(self, key, data):
-        with held(self):
+        with held(self, True):
             return save(self, key, data)
 
     def locked_load(self, key):
-        with held(self):
+        with held(self, False):
             return load(self, key)
 
     cls.save, cls.load = locked_save, locked_load

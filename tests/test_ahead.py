@@ -28,12 +28,14 @@ def _recorded(run) -> list:
     return list(seen)
 
 
-def test_the_list_is_what_the_demo_and_a_default_run_call(tmp_path):
+def test_the_list_is_what_the_demo_and_a_default_run_call(tmp_path, monkeypatch):
     """Every kernel the demo's options and the default options call from
     Python, with those types, is listed, and nothing else: a kernel added,
     renamed or called with other types makes ``python bench/first_run.py
     --record`` due."""
     from gpu_dedup.config import Config
+    from gpu_dedup.kernels import densify
+    monkeypatch.setattr(densify, "_hits_cache", {})   # as in a new process
     from gpu_dedup.demo import COOKBOOK_CONFIG, planted_corpus
     from gpu_dedup.pipeline import run
     texts, _ = planted_corpus(600, 1)
