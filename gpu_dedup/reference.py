@@ -159,3 +159,19 @@ def anchor_edges(keys_by_band, active) -> set[tuple[int, int]]:
                 edges.add((members[0], members[x]))
                 edges.add((members[x - 1], members[x]))
     return edges
+
+
+def smallest_of_components(n: int, edges) -> list[int]:
+    """Connected components of ``n`` nodes joined by ``edges`` (pairs of
+    node numbers): each node's label is the smallest node of its component."""
+    parent = list(range(n))
+
+    def find(x):
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        parent[max(ra, rb)] = min(ra, rb)          # a root is its component's smallest
+    return [find(x) for x in range(n)]

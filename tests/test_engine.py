@@ -27,18 +27,7 @@ def _corpus(seed=0, n_base=60):
 
 
 def _union_find(n, edges):
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-    for a, b in edges:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-    return [min(i for i in range(n) if find(i) == find(x)) for x in range(n)]
+    return ref.smallest_of_components(n, edges)
 
 
 @pytest.mark.parametrize("kind,n", [("word", 2), ("char", 4)])

@@ -23,6 +23,7 @@ from gpu_dedup.engine import layout, runner as runner_module
 from gpu_dedup.engine.plan import make_plan
 from gpu_dedup.io.plan import plan_reads, stream_chunks
 from gpu_dedup.output import SUCCESS_NAME
+from gpu_dedup.reference import smallest_of_components
 
 # Few words and narrow bands: many unrelated documents share buckets, so
 # that, with a small bucket bound, the greedy selection needs scores outside
@@ -128,6 +129,18 @@ def corpus(tmp_path_factory):
     ref = str(folder / "ref")
     report = run(paths, ref, CFG)
     return paths, ref, report
+
+
+def with_longer_copies(paths, tmp_path) -> list:
+    """``paths`` and a file of later copies of early texts of the corpus,
+    longer as written (upper case, blanks around), the same once
+    normalized: groups of identical texts whose longest document is a
+    member in another chunk than their first."""
+    texts = make_texts(700)
+    extra = tmp_path / "longer.jsonl"
+    extra.write_text("".join(json.dumps({"id": f"x{i}", "text": "  " + texts[i].upper() + "   "})
+                             + "\n" for i in range(0, 200, 5)))
+    return list(paths) + [str(extra)]
 
 
 def assert_same(report_a, out_a, report_b, out_b):
@@ -596,14 +609,7 @@ def test_keep_longest_priority_by_tasks_is_the_sort_of_every_key(corpus, tmp_pat
 
     import numpy as np
     from gpu_dedup.engine import priority
-    paths, _, _ = corpus
-    # later copies of early texts, longer as written, the same once
-    # normalized: groups whose kept document is a member in another chunk
-    texts = make_texts(700)
-    extra = tmp_path / "longer.jsonl"
-    extra.write_text("".join(json.dumps({"id": f"x{i}", "text": "  " + texts[i].upper() + "   "})
-                             + "\n" for i in range(0, 200, 5)))
-    paths = list(paths) + [str(extra)]
+    paths = with_longer_copies(corpus[0], tmp_path)
     cfg = dataclasses.replace(CFG, keep="longest")
     sizes = []
     real = priority.task_order
@@ -657,12 +663,7 @@ def test_components_over_many_chunks_are_the_components_of_the_pairs(corpus, tmp
     smallest document of its component in the graph of pairs.parquet, each
     cluster keeps one document (keep first: that smallest one) and every
     removed one names it."""
-    paths, _, _ = corpus
-    texts = make_texts(700)
-    extra = tmp_path / "longer.jsonl"
-    extra.write_text("".join(json.dumps({"id": f"x{i}", "text": "  " + texts[i].upper() + "   "})
-                             + "\n" for i in range(0, 200, 5)))
-    paths = list(paths) + [str(extra)]
+    paths = with_longer_copies(corpus[0], tmp_path)
     cfg = dataclasses.replace(CFG, cluster="components", keep=keep)
     ref = str(tmp_path / "ref")
     ref_report = run(paths, ref, cfg)
@@ -674,18 +675,9 @@ def test_components_over_many_chunks_are_the_components_of_the_pairs(corpus, tmp
     pairs = pq.read_table(os.path.join(out, "pairs.parquet")).to_pydict()
     row = {x: i for i, x in enumerate(cl["id"])}
     n = len(row)
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-    for a, b in zip(pairs["id_a"], pairs["id_b"]):
-        ra, rb = find(row[a]), find(row[b])
-        parent[max(ra, rb)] = min(ra, rb)          # the root: the smallest member
     assert len(pairs["id_a"]) > 50 and cl["kept"].count(False) > 50
-    assert cl["cluster"] == [find(i) for i in range(n)]
+    assert cl["cluster"] == smallest_of_components(
+        n, [(row[a], row[b]) for a, b in zip(pairs["id_a"], pairs["id_b"])])
     kept_of = {}
     for i in range(n):
         if cl["kept"][i]:
