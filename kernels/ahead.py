@@ -19,7 +19,7 @@ by the run, as without it.
 Both processes read and write Numba's cache under a lock
 (:func:`.jit.lock_cache`).
 
-``python -m gpu_dedup.kernels.ahead FOLDER`` is the helper.
+``python -m gpu_dedup.kernels.ahead FOLDER RUN_PID`` is the helper.
 """
 from __future__ import annotations
 
@@ -100,17 +100,26 @@ class Helper:
     until each listed kernel has been called once, it claims the kernels
     the run calls first and waits for those the helper claimed. The
     process is started by a thread (:meth:`launch`), since telling whether
-    the cache is cold imports Numba."""
+    the cache is cold imports Numba. The folder of claims lives as long as
+    the process: made when it starts (the kernels the run called already
+    claimed in it first), removed by a thread as soon as it ends; a helper
+    whose run was killed removes it itself. ``only``: the kernels the
+    process compiles (None: every listed one)."""
 
-    def __init__(self, folder: str, names):
-        self.folder = folder
+    def __init__(self, names, only=None):
+        self.folder: str | None = None
         self.proc = None                     # the process, once started
-        self._pending = set(names)
+        self._names = list(names)
+        self._only = None if only is None else list(only)
+        self._pending = set(self._names)
         self._lock = threading.Lock()
+        self._ended = threading.Event()      # the process ended and its folder is gone
         self.peak_rss_bytes: int | None = None
-        #: seconds the run waited for the helper, and the kernels it compiled
+        #: seconds the run waited for the helper; the kernels the run waited
+        #: for, and all those the helper compiled (known once it has ended)
         self.waited = 0.0
         self.from_helper: list[str] = []
+        self.compiled: list[str] = []
         self._closed = False
         self.finished = False
         self.thread: threading.Thread | None = None   # the one that runs launch
@@ -119,14 +128,45 @@ class Helper:
         """Start the helper process if the cache is cold; else stand down."""
         try:
             if cold() and jit.lock_cache():
+                import tempfile
                 with self._lock:
                     if not self._closed:
-                        self.proc = _spawn([sys.executable, "-P", "-m",
-                                            f"{__package__}.ahead", self.folder])
+                        self.folder = tempfile.mkdtemp(prefix="gpu-dedup-compile-")
+                        for name in self._names:
+                            if name not in self._pending:    # called already: the run's
+                                _claim(self.folder, name)
+                        self.proc = _spawn([sys.executable, "-P", "-m", f"{__package__}.ahead",
+                                            self.folder, str(os.getpid()),
+                                            *(self._only or ())])
         except OSError:
             self.proc = None
         if self.proc is None:
+            self._remove_folder()
             self._stand_down()
+            self._ended.set()
+            return
+        threading.Thread(target=self._reap, name="gpu-dedup-compile-reap", daemon=True).start()
+
+    def _reap(self) -> None:
+        """Once the process has ended: its peak, then the folder removed."""
+        self.proc.wait()
+        with self._lock:
+            try:
+                with open(os.path.join(self.folder, _PEAK)) as f:
+                    self.peak_rss_bytes = int(f.read())
+            except (OSError, ValueError):    # killed, or failed before it wrote it
+                pass
+            with contextlib.suppress(OSError):
+                self.compiled = sorted(f[len("done."):] for f in os.listdir(self.folder)
+                                       if f.startswith("done."))
+            self._remove_folder()
+        self._ended.set()
+
+    def _remove_folder(self) -> None:
+        if self.folder is not None:
+            import shutil
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
 
     def _stand_down(self) -> None:
         if jit.on_call == self.before_call:
@@ -139,10 +179,12 @@ class Helper:
         with self._lock:                     # one first call at a time
             if name not in self._pending:
                 return
-            try:
-                mine = _claim(self.folder, name)
-            except OSError:                  # the folder is gone: the run is ending
-                mine = True
+            mine = True                      # no helper (yet, or any more): the run's
+            if self.folder is not None:
+                try:
+                    mine = _claim(self.folder, name)
+                except OSError:
+                    mine = True
             if not mine:
                 self.from_helper.append(name)
                 self._wait_for(name)
@@ -153,35 +195,27 @@ class Helper:
     def _wait_for(self, name: str) -> None:
         t0 = time.monotonic()
         done = os.path.join(self.folder, f"done.{name}")
-        while (not os.path.exists(done) and self.proc is not None
-               and self.proc.poll() is None and time.monotonic() - t0 < MAX_WAIT):
+        while (not os.path.exists(done) and self.proc.poll() is None
+               and time.monotonic() - t0 < MAX_WAIT):
             time.sleep(0.005)
         self.waited += time.monotonic() - t0
 
     def finish(self, timeout: float = 60.0) -> None:
-        """Tell the helper to stop after the kernel it compiles, wait for it
-        (then kill it), note its peak resident memory, remove the folder."""
+        """Tell the helper to stop after the kernel it compiles and wait for
+        it to end (killing it after ``timeout`` seconds)."""
         self.finished = True
         self._stand_down()
         with self._lock:
             self._closed = True
-            proc = self.proc
-        with contextlib.suppress(OSError):
-            _touch(os.path.join(self.folder, _STOP))
-        if proc is not None:
-            import subprocess
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            try:
-                with open(os.path.join(self.folder, _PEAK)) as f:
-                    self.peak_rss_bytes = int(f.read())
-            except (OSError, ValueError):    # killed, or failed before it wrote it
-                pass
-        import shutil
-        shutil.rmtree(self.folder, ignore_errors=True)
+            proc, folder = self.proc, self.folder
+        if proc is None:
+            return
+        if folder is not None:
+            with contextlib.suppress(OSError):
+                _touch(os.path.join(folder, _STOP))
+        if not self._ended.wait(timeout):
+            proc.kill()
+            self._ended.wait(timeout)
 
     def report(self) -> dict | None:
         """This helper as a process of the report (None: none was started)."""
@@ -189,7 +223,8 @@ class Helper:
             return None
         return {"role": "compiler", "pid": self.proc.pid,
                 "peak_rss_bytes": self.peak_rss_bytes, "limit_bytes": None,
-                "kernels": len(self.from_helper), "waited_seconds": round(self.waited, 3)}
+                "kernels": len(self.compiled), "waited_for": len(self.from_helper),
+                "waited_seconds": round(self.waited, 3)}
 
 
 def _spawn(args: list[str]):
@@ -226,12 +261,7 @@ def start(budget: int) -> Helper | None:
     if (_current is not None or budget < MIN_BUDGET or _cpus() < 2 or jit.interpreting()
             or jit.on_call is not None or not SIGNATURES):
         return None
-    import tempfile
-    try:
-        folder = tempfile.mkdtemp(prefix="gpu-dedup-compile-")
-    except OSError:                          # no temporary folder: the run compiles alone
-        return None
-    helper = Helper(folder, [n for n, _ in grouped()])
+    helper = Helper([n for n, _ in grouped()])
     jit.on_call = helper.before_call
     _current = helper
     helper.thread = threading.Thread(target=helper.launch, name="gpu-dedup-compile-ahead",
@@ -267,16 +297,18 @@ def _cpus() -> int:
 
 # -- the helper's side ------------------------------------------------------
 
-def compile_from_last(folder: str, signatures=SIGNATURES) -> list[str]:
+def compile_from_last(folder: str, signatures=SIGNATURES, parent: int | None = None) -> list[str]:
     """Compile the kernels of ``signatures`` from the last, each after
     claiming it in ``folder`` (those the run claimed first are skipped),
-    until ``folder`` holds a stop file; the names compiled. An error ends
+    until ``folder`` holds a stop file or the process ``parent`` (a pid) is
+    no longer this one's parent; the names compiled. An error ends
     the helper: the run compiles what it still needs (and meets the error
     itself, if it needs that kernel)."""
     done = []
     for name, texts in reversed(grouped(signatures)):
-        if os.path.exists(os.path.join(folder, _STOP)):
-            break
+        if (os.path.exists(os.path.join(folder, _STOP))
+                or (parent is not None and os.getppid() != parent)):
+            break                            # told to stop, or the run is gone
         if not _claim(folder, name):
             continue
         try:
@@ -289,23 +321,29 @@ def compile_from_last(folder: str, signatures=SIGNATURES) -> list[str]:
     return done
 
 
-def main(argv=None, names=None) -> int:
-    """The helper: ``python -m gpu_dedup.kernels.ahead FOLDER``; ``names``:
-    only these kernels of the list."""
+def main(argv=None) -> int:
+    """The helper: ``python -m gpu_dedup.kernels.ahead FOLDER RUN_PID
+    [KERNEL ...]`` (only those kernels of the list, when named)."""
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 1 or not os.path.isdir(argv[0]):
-        print("usage: python -m gpu_dedup.kernels.ahead FOLDER", file=sys.stderr)
+    if len(argv) < 2 or not os.path.isdir(argv[0]) or not argv[1].isdigit():
+        print("usage: python -m gpu_dedup.kernels.ahead FOLDER RUN_PID [KERNEL ...]",
+              file=sys.stderr)
         return 2
-    folder = argv[0]
+    folder, parent, names = argv[0], int(argv[1]), (argv[2:] or None)
     try:
         if jit.lock_cache():
-            compile_from_last(folder, [s for s in SIGNATURES if names is None or s[0] in names])
+            compile_from_last(folder, [s for s in SIGNATURES if names is None or s[0] in names],
+                              parent)
     finally:
-        import resource
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-        with contextlib.suppress(OSError):
-            with open(os.path.join(folder, _PEAK), "w") as f:
-                f.write(str(peak))
+        if os.getppid() != parent:           # the run ended without removing its folder
+            import shutil
+            shutil.rmtree(folder, ignore_errors=True)
+        else:
+            import resource
+            peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            with contextlib.suppress(OSError):
+                with open(os.path.join(folder, _PEAK), "w") as f:
+                    f.write(str(peak))
     return 0
 
 

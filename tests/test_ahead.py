@@ -66,20 +66,18 @@ import json, os, sys, time
 import numpy as np
 from gpu_dedup.kernels import ahead, jit, sorting, cpu
 
-folder = sys.argv[1]
 a, b = "cpu._key_directory", "sorting._counting_order"
-h = ahead.Helper(folder, [a, b])
+h = ahead.Helper([a, b], only=[b])       # the process compiles only b
 jit.on_call = h.before_call
-# the helper takes b (only b: a stands for a kernel the run reaches first)
-h.proc = ahead._spawn([sys.executable, "-P", "-c",
-    "import sys; from gpu_dedup.kernels import ahead; "
-    "sys.exit(ahead.main([sys.argv[1]], names=[sys.argv[2]]))", folder, b])
+first, shift = cpu._key_directory(np.array([3, 5, 9], np.int64))   # a: called first, the run's
+h.launch()
+folder = h.folder
+assert os.path.exists(os.path.join(folder, "claim." + a))           # claimed before it started
 while not os.path.exists(os.path.join(folder, "claim." + b)):
     time.sleep(0.01)
 keys = np.array([0, 1, 1, 2], np.int64)
 order = sorting._counting_order(keys, np.array([0, 1, 3, 4], np.int64),
                                 np.empty(4, np.int64))
-first, shift = cpu._key_directory(np.array([3, 5, 9], np.int64))
 d = sorting._counting_order.compiled
 k = cpu._key_directory.compiled
 h.finish()
@@ -94,12 +92,10 @@ print(json.dumps({"order": order.tolist(),
 def test_the_run_loads_what_the_helper_compiled(tmp_path):
     """A cold cache: the helper claims and compiles one kernel, the run
     waits for it and loads it from the cache (a hit, no compile of its
-    own), and compiles the kernel it claimed itself; the helper's peak is
-    in its report, the hook is removed and the folder cleaned up."""
-    folder = tmp_path / "claims"
-    folder.mkdir()
+    own), and compiles the kernel it called first itself; the helper's
+    peak is in its report, the hook is removed and the folder cleaned up."""
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, "-c", CHILD, str(folder)], env=env,
+    out = subprocess.run([sys.executable, "-c", CHILD], env=env,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     r = json.loads(out.stdout.strip().splitlines()[-1])
@@ -109,9 +105,8 @@ def test_the_run_loads_what_the_helper_compiled(tmp_path):
     assert (r["a_hits"], r["a_misses"]) == (0, 1)     # compiled by the run
     assert r["hook"] and not r["folder_left"]
     rep = r["report"]
-    assert rep["role"] == "compiler" and rep["kernels"] == 1
+    assert rep["role"] == "compiler" and rep["kernels"] == 1 and rep["waited_for"] == 1
     assert 20 << 20 < rep["peak_rss_bytes"] < 2 << 30
-    assert os.path.exists(tmp_path / "cache")
     locks = [f for _, _, fs in os.walk(tmp_path / "cache") for f in fs if f == "gpu-dedup.lock"]
     assert locks                                       # the cache was written under the lock
 
@@ -151,6 +146,31 @@ def test_a_warm_cache_starts_no_process(monkeypatch):
     assert h is not None
     h.thread.join(60)
     assert h.proc is None and jit.on_call is None     # stood down
+    assert h.folder is None                           # no folder made for it
     ahead.finish(h)
     ahead.finish(h)
-    assert ahead.take_reports() == [] and not os.path.exists(h.folder)
+    assert ahead.take_reports() == []
+
+
+ORPHAN = r"""
+import os, sys
+from gpu_dedup.kernels import ahead
+h = ahead.Helper(["sorting._counting_order"])
+h.launch()
+print(h.folder, flush=True)
+os._exit(0)                                   # a run killed: its folder left behind
+"""
+
+
+def test_a_helper_whose_run_is_gone_stops_and_removes_its_folder(tmp_path):
+    import pathlib
+    import time
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-c", ORPHAN], env=env, check=True,
+                         capture_output=True, text=True, timeout=120)
+    folder = pathlib.Path(out.stdout.strip().splitlines()[-1])
+    assert folder.name.startswith("gpu-dedup-compile-")
+    deadline = time.monotonic() + 120
+    while folder.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not folder.exists()
