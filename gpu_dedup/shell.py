@@ -153,11 +153,11 @@ class Command(Protocol):
 
 def memory_report(s: Session) -> dict:
     """The budget, the peak resident memory of each stage (this process and
-    its children), and of each process by role: the driver (this process)
-    and the executor's workers, each beside its limit."""
+    its children), and of each process by role: the driver (this process),
+    the executor's workers, each beside its limit, and the run's other
+    processes (``s.processes``)."""
     processes = ([{"role": "driver", "pid": os.getpid(), "peak_rss_bytes": s.monitor.own,
-                   "limit_bytes": s.plan.budget}] + s.executor.process_peaks()
-                 + ahead.take_reports())
+                   "limit_bytes": s.plan.budget}] + s.executor.process_peaks() + s.processes)
     return {"limit_bytes": s.plan.budget, "limit": format_size(s.plan.budget),
             "peak_rss_bytes": dict(s.monitor.peaks),
             "peak_rss_total_bytes": max(s.monitor.peaks.values(), default=0),
@@ -215,6 +215,8 @@ def _run_and_publish(runner, command: Command, opened: Opened, s: Session, paths
     from .report import write_report_json
     runner.run(plan_reads(paths, s.plan.chunk_bytes))
     ahead.finish(helper)
+    if helper is not None and (compiler := helper.report()) is not None:
+        s.processes.append(compiler)
     with opened.out:
         folder = opened.out.staging()
         with runner.stage("write"):

@@ -19,7 +19,7 @@ by the run, as without it.
 Both processes read and write Numba's cache under a lock
 (:func:`.jit.lock_cache`).
 
-``python -m gpu_dedup.kernels.ahead FOLDER RUN_PID`` is the helper.
+``python -m gpu_dedup.kernels.ahead FOLDER RUN_PID [KERNEL ...]`` is the helper.
 """
 from __future__ import annotations
 
@@ -235,7 +235,6 @@ def _spawn(args: list[str]):
 
 
 _current: Helper | None = None
-_finished: list[Helper] = []
 
 
 def cold() -> bool:
@@ -278,14 +277,6 @@ def finish(helper: Helper | None) -> None:
     if _current is helper:
         _current = None
     helper.finish()
-    _finished.append(helper)
-
-
-def take_reports() -> list[dict]:
-    """The finished helpers as processes of a report, once each."""
-    out = [r for h in _finished if (r := h.report()) is not None]
-    _finished.clear()
-    return out
 
 
 def _cpus() -> int:

@@ -43,3 +43,34 @@ def test_in_process_the_driver_is_the_only_process(tmp_path, monkeypatch):
     monkeypatch.setattr(pl, "PEAK_WARNING", 0.0)
     report = run(paths, str(tmp_path / "out2"), CFG)
     assert "of the driver (pid" in report["memory"]["warning"]
+
+
+def test_a_first_runs_compiler_is_a_process_of_its_report_only(tmp_path, monkeypatch):
+    """The helper that compiled kernels ahead (``kernels/ahead.py``) is
+    listed as the ``compiler`` of the run that started it, and of no later
+    run of the same process."""
+    import gpu_dedup.shell as shell
+    from gpu_dedup.kernels import ahead
+
+    class Compiler:                       # what a helper reports once it has ended
+        finished = False
+
+        def finish(self):
+            self.finished = True
+
+        def report(self):
+            return {"role": "compiler", "pid": 12345, "peak_rss_bytes": 300 << 20,
+                    "limit_bytes": None, "kernels": 13, "waited_for": 2,
+                    "waited_seconds": 0.1}
+    started = []
+    monkeypatch.setattr(shell, "interpreted_kernels", lambda *a: False)   # a compiled run
+    monkeypatch.setattr(ahead, "start", lambda budget: started.append(budget) or Compiler())
+    paths = write_inputs(str(tmp_path / "in"), make_texts(100, seed=7))
+    report = run(paths, str(tmp_path / "out"), CFG)
+    procs = report["memory"]["processes"]
+    assert [p["role"] for p in procs] == ["driver", "compiler"] and started
+    assert procs[1]["pid"] == 12345 and procs[1]["peak_rss_bytes"] == 300 << 20
+    assert report["memory"]["warning"] is None         # no limit of its own to exceed
+    monkeypatch.setattr(ahead, "start", lambda budget: None)           # a warm cache
+    report = run(paths, str(tmp_path / "out2"), CFG)
+    assert [p["role"] for p in report["memory"]["processes"]] == ["driver"]

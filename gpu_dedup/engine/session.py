@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import DedupError
 from ..memory import PeakMonitor, parse_size
@@ -37,6 +37,9 @@ class Session:
     store: object
     executor: object
     monitor: PeakMonitor
+    #: other processes of the run, as the report lists them (a first run's
+    #: kernel compiler, :mod:`gpu_dedup.kernels.ahead`)
+    processes: list = field(default_factory=list)
 
 
 @contextmanager
