@@ -136,6 +136,8 @@ class Kernel:
         self.vector = None
         self._compiled = None
         self._twin = None
+        #: ``module.function`` within this package's kernels (``cpu._oph_blocks``)
+        self.name = f"{py_func.__module__.rsplit('.', 1)[-1]}.{py_func.__qualname__}"
         functools.update_wrapper(self, py_func)
 
     def __call__(self, *args):
@@ -189,11 +191,6 @@ class Kernel:
         f.__qualname__ = py.__qualname__
         f.__doc__ = py.__doc__
         return f
-
-    @property
-    def name(self) -> str:
-        """``module.function`` within this package's kernels (``cpu._oph_blocks``)."""
-        return f"{self.py_func.__module__.rsplit('.', 1)[-1]}.{self.py_func.__qualname__}"
 
     def __repr__(self) -> str:
         return f"<kernel {self.py_func.__module__}.{self.py_func.__qualname__}>"

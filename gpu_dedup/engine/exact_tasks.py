@@ -46,10 +46,9 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     is_rep = rep == ix
     members, member_rep = ix[~is_rep], rep[~is_rep]
     order = np.lexsort((members, member_rep))
-    names = layout.EXACT_ARRAYS + ("pair_rep", "pair_member")
+    names = layout.exact_slice_arrays(longest)
     arrays = (ix[is_rep], members, member_rep, member_rep[order], members[order])
     if longest:
-        names += (layout.PAIR_LENGTHS,)
         arrays += (length[~is_rep][order],)
     for name, arr in zip(names, arrays):
         st.save_npy(layout.file(unit, f"{name}.npy"), arr)
@@ -74,7 +73,7 @@ def task_exact_slice(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     lo, hi = int(docs.starts[c]), int(docs.starts[c + 1])
     longest = ctx.cfg.keep == "longest"
     slice_names = layout.exact_slice_arrays(longest)
-    pair_names = ("pair_rep", "pair_member") + ((layout.PAIR_LENGTHS,) if longest else ())
+    pair_names = layout.exact_pair_arrays(longest)
     got: dict = {n: [] for n in slice_names}
     for p in range(parts):
         part = layout.exact_part(parts, p)

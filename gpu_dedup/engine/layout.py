@@ -208,18 +208,22 @@ def exact_part(parts: int, p: int) -> str:
     return f"{EXACT}/{parts}/p{p:05d}"
 
 
-#: The arrays of a slice of positions (:func:`exact_slice`), merged from the
-#: partitions, concatenated slice after slice into the stage's arrays.
-EXACT_SLICE_ARRAYS = ("reps", "members", "member_rep", "pair_rep", "pair_member")
 #: With ``keep="longest"``, beside ``pair_member``: each member's length in
 #: code points (read by the keep priority, :mod:`gpu_dedup.engine.priority`,
 #: so that no task reads the lengths of other chunks).
 PAIR_LENGTHS = "pair_member_len"
 
 
+def exact_pair_arrays(longest: bool) -> tuple:
+    """The (representative, member) pairs' arrays of a partition and of a
+    slice, sorted together: with :data:`PAIR_LENGTHS` when ``longest``."""
+    return ("pair_rep", "pair_member") + ((PAIR_LENGTHS,) if longest else ())
+
+
 def exact_slice_arrays(longest: bool) -> tuple:
-    """:data:`EXACT_SLICE_ARRAYS`, and :data:`PAIR_LENGTHS` when ``longest``."""
-    return EXACT_SLICE_ARRAYS + ((PAIR_LENGTHS,) if longest else ())
+    """The arrays of a slice of positions (:func:`exact_slice`), merged from
+    the partitions, concatenated slice after slice into the stage's arrays."""
+    return EXACT_ARRAYS + exact_pair_arrays(longest)
 
 
 def exact_slice(parts: int, c: int) -> str:
