@@ -46,8 +46,19 @@ _ensure_kernels()
 from .config import Config  # noqa: E402
 from .engine import DedupResult  # noqa: E402
 from .pipeline import deduplicate  # noqa: E402
-from .frames import deduplicate_frame  # noqa: E402
-from .semantic.api import semantic_deduplicate  # noqa: E402
+
+
+def __getattr__(name: str):
+    # the data-frame and semantic entry points, imported on first use: a
+    # run of the command line needs neither
+    if name == "deduplicate_frame":
+        from .frames import deduplicate_frame
+        return deduplicate_frame
+    if name == "semantic_deduplicate":
+        from .semantic.api import semantic_deduplicate
+        return semantic_deduplicate
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Config", "DedupResult", "deduplicate", "deduplicate_frame", "semantic_deduplicate",
            "__version__"]

@@ -153,3 +153,38 @@ def test_an_edit_of_a_parquet_shard_with_string_view_columns(tmp_path):
     assert got.schema == pq.ParquetFile(src).schema_arrow
     assert got.column("text").to_pylist() == [t for t, k in zip(new, KEEP) if k]
     assert got.column("id").to_pylist() == [i for i, k in zip(recs["id"], KEEP) if k]
+
+
+@pytest.mark.parametrize("compression", ["snappy", "zstd", "none"])
+def test_the_parquet_writer_writes_pyarrow_parquets_bytes(tmp_path, compression):
+    """:class:`gpu_dedup.io.parquet.ParquetWriter` (which leaves
+    ``pyarrow.parquet`` unimported) writes what ``pyarrow.parquet``'s writer
+    writes, table by table, with the schema's metadata; a table of another
+    schema is refused and leaves the file to be closed."""
+    from gpu_dedup.io.parquet import ParquetWriter, write_table
+    schema = pa.schema([("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
+                        ("similarity", pa.float64()), ("text", pa.large_string())],
+                       metadata={b"source": b"test"})
+    rng = np.random.default_rng(3)
+    tables = [pa.table({"id": [f"d{i}" for i in range(n)],
+                        "cluster": rng.integers(0, 5, n),
+                        "kept": rng.random(n) < 0.5,
+                        "similarity": pa.array(rng.random(n), mask=rng.random(n) < 0.3),
+                        "text": pa.array(["x" * int(k) for k in rng.integers(0, 40, n)],
+                                         pa.large_string())}, schema=schema)
+              for n in (0, 7, 300)]
+    ours, theirs = tmp_path / "ours.parquet", tmp_path / "theirs.parquet"
+    with ParquetWriter(str(ours), schema, compression) as w:
+        for t in tables:
+            w.write_table(t)
+        with pytest.raises(ValueError, match="schema"):
+            w.write_table(pa.table({"id": ["a"]}))
+    with pq.ParquetWriter(str(theirs), schema, compression=compression) as w:
+        for t in tables:
+            w.write_table(t)
+    assert ours.read_bytes() == theirs.read_bytes()
+    assert pq.read_table(ours).equals(pa.concat_tables(tables))
+    one = tmp_path / "one.parquet"
+    write_table(tables[2], str(one), compression)
+    pq.write_table(tables[2], theirs, compression=compression)
+    assert one.read_bytes() == theirs.read_bytes()

@@ -283,6 +283,9 @@ def test_every_page_has_one_scaffolding(tmp_path):
                    '<title>a &lt;b&gt; &amp; &quot;c&quot;</title>\n'
                    '<style>p{color:red}</style></head>\n<body><p>body</p></body></html>\n')
     assert esc("s3://user:secret@bucket/x <i>") == "s3://***@bucket/x &lt;i&gt;"
+    import html
+    for t in ("&amp; <a href='x'>\"q\"</a> &&lt;", "plain", "", "é & 日本 <>"):
+        assert esc(t) == html.escape(t, quote=True)
     assert "max-width:50em" in table_css(50) and "max-width:40em" in table_css(40)
     out = tmp_path / "p.html"
     write_page(str(out), page("t", "\udcff", ""))          # a lone surrogate: escaped

@@ -12,8 +12,8 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from ..io.parquet import ParquetWriter
 from ..io.plan import location
 from ..io.sources import Shard, output_names
 from ..memory import release_memory
@@ -139,7 +139,7 @@ class RunOutputs:
         if self.context is not None:
             fields.append(("duplicate_of_index", pa.string()))
         schema = pa.schema(fields)
-        with pq.ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
+        with ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
             rg = RowGroups(w, schema)
             for ci, r in self.chunk_results(("cluster", "kept", "duplicate_of", "similarity")):
                 c = self.chunks[ci]
@@ -172,7 +172,7 @@ class RunOutputs:
         release_memory()
         schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
                             ("similarity", pa.float64())])
-        with pq.ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
+        with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
             rg = RowGroups(w, schema)
             for _, r in self.chunk_results(("pair_a", "pair_b", "pair_similarity")):
                 a, b, sims = r["pair_a"], r["pair_b"], r["pair_similarity"]

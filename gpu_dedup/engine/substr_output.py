@@ -10,9 +10,9 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..compute import pc
+from ..io.parquet import ParquetWriter
 from ..io.sources import output_names
 from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K
@@ -69,8 +69,8 @@ class SubstrOutputs:
         counts = {"units": 0, "removed": 0, "with_spans": 0, "dropped": 0, "bytes_in": 0,
                   "bytes_out": 0, "spans": 0}
         lengths = []
-        with pq.ParquetWriter(os.path.join(folder, "spans.parquet"), span_schema) as ws, \
-                pq.ParquetWriter(os.path.join(folder, "documents.parquet"), doc_schema) as wd:
+        with ParquetWriter(os.path.join(folder, "spans.parquet"), span_schema) as ws, \
+                ParquetWriter(os.path.join(folder, "documents.parquet"), doc_schema) as wd:
             rs, rd = RowGroups(ws, span_schema), RowGroups(wd, doc_schema)
             for ci, c in enumerate(self.chunks):
                 ids = st.column(layout.chunk_file(c["key"], layout.IDS)).cast(pa.string())

@@ -17,10 +17,10 @@ import os
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..config import Config
 from ..errors import InputError
+from ..io.parquet import write_table
 from .keys import check_mode, keys_of
 from .store import Index, id_keys
 
@@ -126,7 +126,7 @@ def context_for(indexes: list[Index], paths: list[str], cfg: Config, folder: str
         cols[id_field] = pc.binary_join_element_wise(
             SEP, pa.array(ctx.index).cast(pa.string()), SEP, ctx.ids, "")
     path = os.path.join(folder, "indexed.parquet")
-    pq.write_table(pa.table(cols), path)
+    write_table(pa.table(cols), path)
     return path, ctx, report
 
 

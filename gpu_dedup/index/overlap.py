@@ -20,9 +20,9 @@ import time
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..html_page import esc, page, table_css, write_page
+from ..io.parquet import write_table
 from .keys import keys_of
 from .store import BadIndex, Index
 from .windows import QUERY_STRIDE, window_keys
@@ -162,7 +162,7 @@ def _overlap(inputs, index: str, output: str, *, threshold: float | None = None,
                           "report_html": "report.html"}}
     with out:
         folder = out.staging()
-        pq.write_table(table, os.path.join(folder, "overlap.parquet"))
+        write_table(table, os.path.join(folder, "overlap.parquet"))
         with open(os.path.join(folder, "report.json"), "w") as f:
             json.dump(report, f, indent=2)
             f.write("\n")

@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 from ..atomic import fsync_dir
 from ..config import Config
 from ..errors import ConfigError
+from ..io.parquet import ParquetWriter
 from .files import BadIndex, BlockCheck, check_present, read_checked, records
 from .lock import Held
 from .meta import (DEFAULT_FIELDS, DOC_GROUP, INDEX_FORMAT, INDEX_JSON, KINDS,
@@ -425,8 +426,8 @@ class PartWriter:
                           "id": ids.cast(pa.string()), "source": sources.cast(pa.string()),
                           "text": texts.cast(pa.large_string())})
         if self.writer is None:
-            self.writer = pq.ParquetWriter(os.path.join(self.stage, "docs.parquet"),
-                                           table.schema, compression="zstd")
+            self.writer = ParquetWriter(os.path.join(self.stage, "docs.parquet"),
+                                        table.schema, compression="zstd")
         self.writer.write_table(table, row_group_size=DOC_GROUP)
         base = self.first + self.n
         for kind, k, d in (("keys", keys, key_docs), ("wkeys", w_keys, w_docs),

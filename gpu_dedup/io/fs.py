@@ -25,13 +25,26 @@ import threading
 from urllib.parse import urlparse
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 
 from ..errors import InputError
 
 SCHEMES = ("s3", "gs", "gcs", "az", "abfs", "abfss", "hf")
-#: pyarrow's filesystem module, for callers testing file types.
-pafs = pafs
+
+
+def __getattr__(name: str):
+    # pyarrow's filesystem module (``fs.pafs``, for callers testing file
+    # types), imported on first use: it loads OpenSSL and every cloud
+    # filesystem, about 15 ms of a warm start that reads local files only
+    if name == "pafs":
+        return _pafs()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _pafs():
+    import pyarrow.fs
+    return pyarrow.fs
+
+
 _FS: dict = {}
 _LOCK = threading.Lock()
 _OPTIONS: dict = {}
@@ -221,22 +234,22 @@ def _build(scheme: str, netloc: str):
             u = urlparse(ep)
             opts["endpoint_override"] = u.netloc
             opts.setdefault("scheme", u.scheme)
-        return pafs.S3FileSystem(**opts)
+        return _pafs().S3FileSystem(**opts)
     if scheme in ("gs", "gcs"):
-        return pafs.GcsFileSystem(**opts)
+        return _pafs().GcsFileSystem(**opts)
     if scheme in ("az", "abfs", "abfss"):
         if "account_name" not in opts:
             account = netloc.split("@", 1)[1].split(".", 1)[0] if "@" in netloc else \
                 os.environ.get("AZURE_STORAGE_ACCOUNT_NAME", "")
             opts["account_name"] = account
-        return pafs.AzureFileSystem(**opts)
+        return _pafs().AzureFileSystem(**opts)
     if scheme == "hf":
         try:
             from huggingface_hub import HfFileSystem
         except ImportError as exc:
             raise InputError("hf:// paths need huggingface_hub: pip install huggingface_hub") \
                 from exc
-        return pafs.PyFileSystem(pafs.FSSpecHandler(HfFileSystem(**opts)))
+        return _pafs().PyFileSystem(_pafs().FSSpecHandler(HfFileSystem(**opts)))
     raise InputError(f"{scheme}://: unsupported scheme; use one of {', '.join(SCHEMES)}")
 
 
@@ -270,12 +283,12 @@ def info(url: str):
 
 
 def exists(url: str) -> bool:
-    return info(url).type != pafs.FileType.NotFound
+    return info(url).type != _pafs().FileType.NotFound
 
 
 def size(url: str) -> int:
     i = info(url)
-    if i.type != pafs.FileType.File:
+    if i.type != _pafs().FileType.File:
         raise InputError(f"{public_url(url)}: no such file or directory")
     return int(i.size)
 
@@ -290,14 +303,14 @@ def listdir(url: str, quiet: bool = False) -> list[str]:
     fs, p = resolve(url)
     base = str(url).rstrip("/")
     try:
-        found = fs.get_file_info(pafs.FileSelector(p, recursive=True, allow_not_found=True))
+        found = fs.get_file_info(_pafs().FileSelector(p, recursive=True, allow_not_found=True))
     except Exception as exc:  # noqa: BLE001
         if quiet:
             return []
         raise error(url, exc, "cannot list") from exc
     out = []
     for f in found:
-        if f.type == pafs.FileType.File:
+        if f.type == _pafs().FileType.File:
             rel = f.path[len(p):].lstrip("/")
             out.append(base + "/" + rel)
     return sorted(out)
@@ -338,8 +351,8 @@ def upload(local: str, url: str) -> None:
     """Copy the local file ``local`` to the object ``url``."""
     fs, p = resolve(url)
     try:
-        pafs.copy_files(local, p, source_filesystem=pafs.LocalFileSystem(),
-                        destination_filesystem=fs)
+        _pafs().copy_files(local, p, source_filesystem=_pafs().LocalFileSystem(),
+                           destination_filesystem=fs)
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc, "cannot write") from exc
 
@@ -348,8 +361,8 @@ def download(url: str, local: str) -> None:
     fs, p = resolve(url)
     os.makedirs(os.path.dirname(local) or ".", exist_ok=True)
     try:
-        pafs.copy_files(p, local, source_filesystem=fs,
-                        destination_filesystem=pafs.LocalFileSystem())
+        _pafs().copy_files(p, local, source_filesystem=fs,
+                           destination_filesystem=_pafs().LocalFileSystem())
     except Exception as exc:  # noqa: BLE001
         raise error(url, exc) from exc
 

@@ -10,6 +10,11 @@ Writing goes row group by row group: each input row group gives one output
 row group of its kept rows, with every column (``string_view`` ones
 included), the schema (and its metadata, such as a Hugging Face export's) and
 the compression of the input.
+
+Every Parquet file the package writes goes through :class:`ParquetWriter`:
+``pyarrow.parquet.ParquetWriter``'s bytes, without importing
+``pyarrow.parquet``, which loads pyarrow's filesystems (OpenSSL and every
+cloud store's) for a run that reads and writes local files only.
 """
 from __future__ import annotations
 
@@ -17,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ..arrays import arrow
 from ..compute import call, cast, take
@@ -30,6 +34,7 @@ BATCH_ROWS = 64 * 1024
 
 
 def open_parquet(path: str) -> pq.ParquetFile:
+    import pyarrow.parquet as pq
     try:
         if is_url(path):
             return pq.ParquetFile(open_input_file(path))
@@ -42,25 +47,63 @@ def open_parquet(path: str) -> pq.ParquetFile:
         raise InputError(f"{display_name(path)}: not a readable Parquet file ({exc})") from exc
 
 
-class _Writer:
-    """A ``ParquetWriter`` to the local file ``dst`` (any name: one that is
-    not UTF-8 is opened by its bytes)."""
+#: ``pyarrow.parquet.ParquetWriter``'s defaults (pyarrow 15 to 26) that
+#: differ from those of the writer beneath it
+_WRITER_OPTIONS = {"version": "2.6", "use_dictionary": True, "write_statistics": True,
+                   "writer_engine_version": "V2", "data_page_version": "1.0",
+                   "use_compliant_nested_type": True, "store_schema": True}
 
-    def __init__(self, dst: str, schema: pa.Schema, compression: str):
-        native = native_path(dst)
-        self.sink = pa.OSFile(native, "wb") if isinstance(native, bytes) else None
-        self.w = pq.ParquetWriter(self.sink if self.sink is not None else dst, schema,
-                                  compression=compression)
 
-    def __enter__(self) -> pq.ParquetWriter:
-        return self.w
+class ParquetWriter:
+    """A Parquet file written table by table to the local path ``dst`` (any
+    name: one that is not UTF-8 is opened by its bytes): the bytes
+    ``pyarrow.parquet.ParquetWriter(dst, schema, compression=compression)``
+    writes (a test compares them), through the writer beneath it.
+
+    Use it as a context manager, or call :meth:`close`; a table whose schema
+    is not ``schema`` is refused, as pyarrow's writer refuses it.
+    """
+
+    def __init__(self, dst: str, schema: pa.Schema, compression: str = "snappy"):
+        self.schema = schema
+        self._sink = pa.OSFile(native_path(dst), "wb")
+        try:
+            try:
+                from pyarrow._parquet import ParquetWriter as _Base
+                self._w = _Base(self._sink, schema, compression=compression,
+                                **_WRITER_OPTIONS)
+            except (ImportError, TypeError):    # a pyarrow whose internals moved
+                import pyarrow.parquet as pq
+                self._w = pq.ParquetWriter(self._sink, schema, compression=compression)
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def write_table(self, table: pa.Table, row_group_size: int | None = None) -> None:
+        if not table.schema.equals(self.schema, check_metadata=False):
+            raise ValueError(f"table schema does not match the file's:\n{table.schema}\n"
+                             f"vs.\n{self.schema}")
+        self._w.write_table(table, row_group_size=row_group_size)
+
+    def close(self) -> None:
+        if self._sink.closed:
+            return
+        try:
+            self._w.close()
+        finally:
+            self._sink.close()
+
+    def __enter__(self) -> "ParquetWriter":
+        return self
 
     def __exit__(self, *exc) -> None:
-        try:
-            self.w.close()
-        finally:
-            if self.sink is not None:
-                self.sink.close()
+        self.close()
+
+
+def write_table(table: pa.Table, dst: str, compression: str = "snappy") -> None:
+    """``pyarrow.parquet.write_table(table, dst)``: one file of ``table``."""
+    with ParquetWriter(dst, table.schema, compression) as w:
+        w.write_table(table)
 
 
 def compression_of_file(pf: pq.ParquetFile) -> str | None:
@@ -271,7 +314,7 @@ def write_kept_rows(src: str, locations: np.ndarray, keep: np.ndarray, dst: str,
     keep = np.asarray(keep, dtype=bool)
     schema = pf.schema_arrow
     written = 0
-    with _Writer(dst, schema, comp or "none") as w:
+    with ParquetWriter(dst, schema, comp or "none") as w:
         base = 0
         for g in range(pf.metadata.num_row_groups):
             n = pf.metadata.row_group(g).num_rows
