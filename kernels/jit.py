@@ -50,6 +50,19 @@ def interpreting() -> bool:
     return getattr(_local, "on", False)
 
 
+def interpreted_block():
+    """A token of the outermost :func:`interpreted` block running on this
+    thread (a new one for each block), None outside one: what stand-ins
+    may key values they keep from call to call on, so that none outlives
+    the run that made it."""
+    return getattr(_local, "token", None) if interpreting() else None
+
+
+#: Called with the token of each outermost :func:`interpreted` block that
+#: ends (stand-ins drop what they kept for it).
+on_block_end: list = []
+
+
 class interpreted:
     """Run the kernels called on this thread interpreted, within the
     ``with`` block (nested blocks are fine). ``active=False`` makes it a
@@ -64,6 +77,8 @@ class interpreted:
         self.active = self.active and not getattr(_local, "compile", False)
         if self.active:
             self._before = interpreting()
+            if not self._before:
+                _local.token = object()
             _local.on = True
             self._errstate = np.errstate(over="ignore")
             self._errstate.__enter__()
@@ -73,6 +88,10 @@ class interpreted:
         if self.active:
             self._errstate.__exit__(*exc)
             _local.on = self._before
+            if not self._before:
+                token, _local.token = _local.token, None
+                for end in on_block_end:
+                    end(token)
         return False
 
 

@@ -30,6 +30,7 @@ import xxhash
 from .cpu import BLOCK
 from .densify import FIRST_PROBES
 from .hashing import PRIME64_1, PRIME64_2, PRIME64_3, PRIME64_4, PRIME64_5, U64
+from .jit import interpreted_block, on_block_end
 from .primitives import BOUND_BINS, BOUND_WORDS
 from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_indices
 
@@ -304,12 +305,53 @@ def _windows(count):
     return doc, i
 
 
+#: the :func:`shingle_hashes` of the interpreted run going on: ``(token,
+#: [(offsets, data, docs, word_mode, n, result), ...])``, at most
+#: :data:`_KEPT_BYTES` of hashes; a run's signatures and then its bound rows
+#: hash the same pieces of the same buffers
+_kept = (None, [])
+_KEPT_BYTES = 64 << 20
+
+
+def _drop_kept(token) -> None:
+    global _kept
+    if _kept[0] is token:
+        _kept = (None, [])
+
+
+on_block_end.append(_drop_kept)
+
+
 def shingle_hashes(offsets, data, docs, word_mode, n):
     """The base hashes of the shingles of the documents ``docs``
     (:func:`kernels.primitives.doc_shingle_hashes`), all together:
     ``(hashes, doc, count)``, the hashes in order, the index into ``docs``
-    of each and the number of each document."""
-    text = _Text(offsets, data, np.asarray(docs, np.int64))
+    of each and the number of each document (read-only arrays: within one
+    interpreted run they are kept for a later call with the same buffers,
+    documents and shingles)."""
+    global _kept
+    docs = np.asarray(docs, np.int64)
+    token = interpreted_block()
+    word_mode = bool(word_mode)
+    if token is None:
+        return _shingle_hashes(offsets, data, docs, word_mode, n)
+    if _kept[0] is not token:
+        _kept = (token, [])
+    entries = _kept[1]
+    for o, d, ds, w, k, result in entries:
+        if o is offsets and d is data and w == word_mode and k == n and \
+                np.array_equal(ds, docs):
+            return result
+    result = _shingle_hashes(offsets, data, docs, word_mode, n)
+    for a in result:
+        a.flags.writeable = False
+    if sum(e[5][0].nbytes for e in entries) + result[0].nbytes <= _KEPT_BYTES:
+        entries.append((offsets, data, docs.copy(), word_mode, n, result))
+    return result
+
+
+def _shingle_hashes(offsets, data, docs, word_mode, n):
+    text = _Text(offsets, data, docs)
     if word_mode:
         buf, off, lo, hi, words = _folded(text)
         g = np.minimum(n, words)

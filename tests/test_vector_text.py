@@ -158,6 +158,48 @@ def test_set_bound_blocks(corpus, n, word):
         np.testing.assert_array_equal(got, want)
 
 
+def test_an_interpreted_run_hashes_the_same_pieces_once(corpus, monkeypatch):
+    """Within one interpreted block, a second call on the same buffers and
+    documents (a run's bound rows after its sketches) reuses the first's
+    hashes, read-only; other documents, another block or no block at all
+    hash again; and the bound rows made from kept hashes are those of the
+    compiled kernel."""
+    offsets, data, docs = corpus
+    calls = []
+    real = vt._shingle_hashes
+    monkeypatch.setattr(vt, "_shingle_hashes", lambda *a: calls.append(1) or real(*a))
+    with interpreted():
+        first = vt.shingle_hashes(offsets, data, docs[:50], False, 5)
+        again = vt.shingle_hashes(offsets, data, docs[:50].copy(), False, 5)
+        assert again is first and len(calls) == 1
+        assert not any(a.flags.writeable for a in first)
+        vt.shingle_hashes(offsets, data, docs[:51], False, 5)
+        vt.shingle_hashes(offsets, data, docs[:51], True, 5)
+        vt.shingle_hashes(offsets, data, docs[:51], True, 3)
+        assert len(calls) == 4
+        assert len(vt._kept[1]) == 4
+    assert vt._kept == (None, [])           # nothing outlives the run
+    with interpreted():
+        vt.shingle_hashes(offsets, data, docs[:51], True, 3)
+    assert len(calls) == 5
+    vt.shingle_hashes(offsets, data, docs[:51], True, 3)
+    vt.shingle_hashes(offsets, data, docs[:51], True, 3)
+    assert len(calls) == 7
+    want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+    cpu._set_bound_blocks(offsets, data, docs, False, 5, want, 0, 3)
+    with interpreted():
+        sk = np.zeros((docs.shape[0], 64), np.uint64)
+        a, b = hash_params(64, 3)
+        vt.oph_blocks(offsets, data, docs, False, 5, a[0], b[0], 0, sk,
+                      np.zeros(docs.shape[0], np.int64), densify.probe_table(b[0], 64), None,
+                      0, 3)
+        before = len(calls)
+        got = np.zeros_like(want)
+        vt.set_bound_blocks(offsets, data, docs, False, 5, got, 0, 3)
+        assert len(calls) == before          # the sketches' hashes, piece by piece
+    np.testing.assert_array_equal(got, want)
+
+
 def test_bound_counters_saturate():
     doc = " ".join(f"w{i}" for i in range(40000)).encode()
     offsets, data = _buffers([doc, b"", doc[:5000]])
