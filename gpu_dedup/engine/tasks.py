@@ -415,23 +415,23 @@ class BandKeys:
     blocks on demand (what :func:`gpu_dedup.stages.lsh.verified_edges` needs
     for re-anchoring).
 
-    ``keys[rows, j]`` gathers band ``j`` of ``rows``; the rows of the last two
-    row arrays asked for are kept, since re-anchoring asks for every band of
-    the same rows in turn.
+    ``keys[rows, j]`` gathers band ``j`` of ``rows`` alone (a block's file
+    holds each band's keys together, so that is one read of each block's
+    band), and nothing is kept between calls: re-anchoring asks for every
+    band of the same rows in turn, and all of them at once would be
+    ``8 B`` bytes a row (144 MB for a million failed pairs' ends at 18
+    bands).
     """
 
     def __init__(self, ctx: Ctx, blocks: Blocks, total: int, bands: int):
         self.ctx = ctx
         self.blocks = blocks
         self.shape = (int(total), int(bands))
-        self._cache: list = []
 
-    def _rows(self, rows: np.ndarray) -> np.ndarray:
-        for obj, val in self._cache:
-            if obj is rows:
-                return val
+    def __getitem__(self, index):
+        rows, j = index
         rows_i = np.asarray(rows, dtype=np.int64)
-        out = np.empty((self.shape[1], rows_i.size), dtype=_U64)
+        out = np.empty(rows_i.size, dtype=_U64)
         if rows_i.size:
             st = self.ctx.store
             bi = self.blocks.block_of(rows_i)
@@ -439,11 +439,6 @@ class BandKeys:
                 blk = self.blocks.blocks[int(b)]
                 keys = st.load_npy(layout.signature_file(blk["key"], layout.KEYS), mmap=True)
                 sel = np.flatnonzero(bi == b)
-                out[:, sel] = keys[:, rows_i[sel] - blk["r0"]]
+                out[sel] = keys[j, rows_i[sel] - blk["r0"]]
                 del keys
-        self._cache = (self._cache + [(rows, out)])[-2:]
         return out
-
-    def __getitem__(self, index):
-        rows, j = index
-        return self._rows(rows)[j]
