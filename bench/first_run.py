@@ -39,12 +39,12 @@ from run import gpu_dedup_command, startup  # noqa: E402
 #: A run forced to one way: ``python -c MODE_RUN way input output``.
 MODE_RUN = """
 import contextlib, sys
+from gpu_dedup import shell
 from gpu_dedup.cli import main
-from gpu_dedup.engine import plan
 from gpu_dedup.kernels.jit import compiling
 way, src, out = sys.argv[1:4]
 if way == "interpreted":
-    plan.INTERPRET_BYTES = 1 << 62
+    shell.interpreted_kernels = lambda *a: True
 with compiling() if way == "compiled" else contextlib.nullcontext():
     main(["run", src, "-o", out, "--overwrite", "-q"], standalone_mode=False)
 """
@@ -61,13 +61,25 @@ def heavy_lines(n: int, seed: int = 3) -> list[str]:
     return [f"{rng.choice(base)} v{rng.randint(0, 30)}" for _ in range(n)]
 
 
-def mode_sweep(sizes=(100, 300, 1000, 3000), repeat: int = 3, heavy=False) -> list[dict]:
-    """Wall seconds of a run of the first ``n`` real documents (or ``n``
-    heavily duplicated lines, :func:`heavy_lines`), interpreted and
-    compiled, in fresh processes (medians of ``repeat``)."""
+def mode_sweep(sizes=(100, 300, 1000, 3000), repeat: int = 3, kind="real") -> list[dict]:
+    """Wall seconds of a run of the first ``n`` real documents (``kind``
+    ``real``), ``n`` heavily duplicated lines (``heavy``, :func:`heavy_lines`)
+    or ``n`` long documents (``long``, every 50th of ``long_documents``),
+    interpreted and compiled, in fresh processes (medians of ``repeat``),
+    and the way a run chooses (``gpu_dedup.engine.plan.interpreted_kernels``
+    with the input's documents counted)."""
     import json
-    texts = (heavy_lines(max(sizes)) if heavy else
-             [json.loads(line)["text"] for line in open(corpora.debian_entries().path)])
+    from types import SimpleNamespace
+    from gpu_dedup.engine.plan import interpreted_kernels
+    from gpu_dedup.io.plan import input_records
+    in_process, cpu = SimpleNamespace(name="none"), SimpleNamespace(name="cpu")
+    if kind == "heavy":
+        texts = heavy_lines(max(sizes))
+    elif kind == "long":
+        texts = [json.loads(line)["text"]
+                 for line in open(corpora.long_documents().path)][::50]
+    else:
+        texts = [json.loads(line)["text"] for line in open(corpora.debian_entries().path)]
     rows = []
     tmp = tempfile.mkdtemp(prefix="gpu-dedup-modes-")
     try:
@@ -84,11 +96,14 @@ def mode_sweep(sizes=(100, 300, 1000, 3000), repeat: int = 3, heavy=False) -> li
                     subprocess.run([sys.executable, "-c", MODE_RUN, way, src,
                                     os.path.join(tmp, "out")], check=True, timeout=600)
                     secs[way].append(time.perf_counter() - t0)
-            row = {"corpus": "heavy" if heavy else "real", "documents": n,
-                   "bytes": os.path.getsize(src),
+            size = os.path.getsize(src)
+            chosen = interpreted_kernels(size, in_process, cpu, input_records(src))
+            row = {"corpus": kind, "documents": n, "bytes": size,
+                   "chosen": "interpreted" if chosen else "compiled",
                    **{f"{w}_s": statistics.median(v) for w, v in secs.items()}}
-            print(f"{n} documents ({row['bytes'] / 1024:.0f} KiB): interpreted "
-                  f"{row['interpreted_s']:.2f} s, compiled {row['compiled_s']:.2f} s", flush=True)
+            print(f"{kind} {n} documents ({row['bytes'] / 1024:.0f} KiB): interpreted "
+                  f"{row['interpreted_s']:.2f} s, compiled {row['compiled_s']:.2f} s, "
+                  f"a run chooses {row['chosen']}", flush=True)
             rows.append(row)
         return rows
     finally:
@@ -166,7 +181,8 @@ def main(argv=None) -> int:
     first = first_runs(args.repeat)
     warm = startup()
     sweep = (mode_sweep(repeat=args.repeat)
-             + mode_sweep((1000, 4000, 16000), repeat=args.repeat, heavy=True))
+             + mode_sweep((100, 300), repeat=args.repeat, kind="long")
+             + mode_sweep((1000, 4000, 16000), repeat=args.repeat, kind="heavy"))
     med = statistics.median(first)
     lines = results.Lines()
     lines.say(f"`python bench/first_run.py`, {results.machine_line(m)}; load {m['load_average']}.")
@@ -179,14 +195,16 @@ def main(argv=None) -> int:
     lines.say(f"| `import gpu_dedup.cli` | 5 | {warm['import_cli']:.2f} | – |")
     lines.say()
     lines.say("A run each way (fresh processes, alternating, medians of "
-              f"{args.repeat}) of the first real documents of `debian_entries`, and of "
-              "short lines with heavy near-duplication (`heavy_lines`):")
+              f"{args.repeat}) of the first real documents of `debian_entries`, of long "
+              "documents (every 50th of `long_documents`) and of short lines with heavy "
+              "near-duplication (`heavy_lines`), and the way a run chooses:")
     lines.say()
-    lines.say("| corpus | documents | KiB of JSONL | interpreted (s) | compiled (s) |")
-    lines.say("|---|---:|---:|---:|---:|")
+    lines.say("| corpus | documents | KiB of JSONL | interpreted (s) | compiled (s) | a run "
+              "chooses |")
+    lines.say("|---|---:|---:|---:|---:|---|")
     for r in sweep:
         lines.say(f"| {r['corpus']} | {r['documents']:,} | {r['bytes'] / 1024:.0f} | "
-                  f"{r['interpreted_s']:.2f} | {r['compiled_s']:.2f} |")
+                  f"{r['interpreted_s']:.2f} | {r['compiled_s']:.2f} | {r['chosen']} |")
     if not args.no_save:
         results.save("first-run", "\n".join(lines),
                      {"machine": m, "first_run_s": first, "first_run_median_s": med, **warm,

@@ -29,10 +29,10 @@ from typing import Protocol
 
 from .backend import get_backend
 from .engine import layout
-from .engine.plan import interpreted_kernels
+from .engine.plan import INTERPRET_MAX_BYTES, interpreted_kernels
 from .engine.session import Session, os_error, session
 from .errors import ConfigError
-from .io.plan import input_bytes, plan_reads
+from .io.plan import input_bytes, input_records, plan_reads
 from .io.sources import ON_BAD_RECORD, group_inputs
 from .kernels import ahead
 from .kernels.jit import interpreted, load_numba_ahead
@@ -194,8 +194,8 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
         runner = command.runner(opened, s)
         helper = None
         try:
-            small = command.interpretable and interpreted_kernels(measured, s.executor,
-                                                                   opened.backend)
+            small = command.interpretable and interpreted_kernels(
+                measured, s.executor, opened.backend, _records(paths, measured))
             if not small and s.executor.shared_memory and opened.backend.name == "cpu":
                 load_numba_ahead()                # while the inputs are read
                 helper = ahead.start(s.plan.budget)     # a first run: a second compiler
@@ -205,6 +205,21 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
             raise os_error(exc, s.store.root or opened.output) from exc
         finally:
             ahead.finish(helper)
+
+
+def _records(paths, measured: int) -> int | None:
+    """The documents of inputs of ``measured`` bytes when they may be few
+    enough to run interpreted and each input's are counted cheaply
+    (:func:`gpu_dedup.io.plan.input_records`), else None."""
+    if measured > INTERPRET_MAX_BYTES:
+        return None
+    total = 0
+    for p, files in group_inputs(paths):
+        n = input_records(p, files)
+        if n is None:
+            return None
+        total += n
+    return total
 
 
 def _run_and_publish(runner, command: Command, opened: Opened, s: Session, paths,
@@ -266,6 +281,7 @@ def run_array(texts, make_runner, backend=None, *, memory_limit=None, scheduler:
         store = MemoryStore()
         store.save_arrow(layout.INPUT_TEXTS, {"text": texts})
         runner = make_runner(be, store, ex, plan)
-        with interpreted(interpretable and interpreted_kernels(texts.nbytes, ex, be)):
+        with interpreted(interpretable and interpreted_kernels(texts.nbytes, ex, be,
+                                                               len(texts))):
             runner.run([dict(ARRAY_UNIT)])
     return runner

@@ -95,6 +95,38 @@ def test_a_run_of_more_text_compiles(tmp_path, monkeypatch):
     assert report["kernels"] == "interpreted" and ahead == [True]
 
 
+def test_counted_documents_weigh_in_the_choice(tmp_path, monkeypatch):
+    """Where an input's documents are counted before it is read (a plain
+    JSONL file, a Parquet file, a text shard), a run of few long documents
+    runs interpreted beyond 512 KiB, and one of many short documents
+    compiles below it: each document costs the interpreted greedy rule its
+    passes. Compressed inputs are not counted."""
+    import gzip
+    from gpu_dedup import shell
+    from gpu_dedup.engine.plan import INTERPRET_BYTES, INTERPRET_MAX_BYTES
+    from gpu_dedup.io.plan import input_records
+    monkeypatch.setattr(shell, "load_numba_ahead", lambda: None)
+    long_texts = [" ".join(paragraphs()[i:i + 12]) for i in range(0, 1200, 12)]
+    src = tmp_path / "long.jsonl"
+    src.write_text("".join(json.dumps({"text": t}) + "\n" for t in long_texts))
+    assert INTERPRET_BYTES < src.stat().st_size < INTERPRET_MAX_BYTES
+    assert input_records(str(src)) == 100
+    _, report = _run(str(tmp_path / "a"), [str(src)], Config(), compiled=False)
+    assert report["kernels"] == "interpreted" and report["documents"]["in"] == 100
+    short = make_texts(6000, seed=4)[:6000]
+    many = tmp_path / "many.jsonl"
+    many.write_text("".join(json.dumps({"text": t}) + "\n" for t in short)[:-1])
+    assert many.stat().st_size < INTERPRET_BYTES and input_records(str(many)) == 6000
+    _, report = _run(str(tmp_path / "b"), [str(many)], Config(), compiled=False)
+    assert report["kernels"] == "compiled"
+    zipped = tmp_path / "many.jsonl.gz"
+    zipped.write_bytes(gzip.compress(many.read_bytes()))
+    assert input_records(str(zipped)) is None
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    assert input_records(str(texts), ["a.txt", "b.txt"]) == 2
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
 @pytest.mark.parametrize("n", [0, 1, 5, 33, 500])
 def test_sorting_stand_ins_match_the_compiled_kernels(dtype, n):

@@ -36,21 +36,39 @@ MIN_BUDGET = 256 << 20
 #: to spare (measured: about 26x on a million 57-byte documents, where the
 #: per-document arrays dominate; less on longer documents).
 MEMORY_PER_INPUT_BYTE = 40
-#: Inputs of at most this many bytes run the CPU kernels interpreted
-#: (:func:`gpu_dedup.kernels.jit.interpreted`): loading Numba and its cached
-#: kernels costs about half a second, more than such a run's kernels take
-#: interpreted (``bench/first_run.py`` measures both sides: interpreted is
-#: the faster up to 1.4 MB of real documents, and up to 400-500 KiB of short
-#: lines with heavy near-duplication, the worst case for it).
+#: A small run runs the CPU kernels interpreted
+#: (:func:`gpu_dedup.kernels.jit.interpreted`) when they would take it less
+#: time that way than loading Numba and its cached kernels (about a second
+#: of a warm run, whatever its size). Interpreted, a run costs about
+#: :data:`INTERPRET_SECONDS_PER_BYTE` a byte of text (the whole-array
+#: hashing and sketching) and up to :data:`INTERPRET_SECONDS_PER_RECORD` a
+#: document (the greedy rule's passes, on short lines with heavy
+#: near-duplication: its worst case), measured by ``bench/first_run.py``,
+#: which times both ways: 100 long documents (570 KiB) 0.60 s against
+#: 1.34 s compiled, 3,000 real documents (1.4 MB) 0.89 against 1.34 s,
+#: 16,000 heavily duplicated short lines (1.1 MB) 2.38 against 1.54 s.
+INTERPRET_SECONDS = 1.0
+INTERPRET_SECONDS_PER_BYTE = 0.55e-6
+INTERPRET_SECONDS_PER_RECORD = 0.2e-3
+#: Inputs of more bytes always compile (their text alone takes longer).
+INTERPRET_MAX_BYTES = int(INTERPRET_SECONDS / INTERPRET_SECONDS_PER_BYTE)
+#: Inputs whose documents are not counted before they are read (compressed
+#: or remote files, Arrow IPC) run interpreted up to this many bytes.
 INTERPRET_BYTES = 512 << 10
 
 
-def interpreted_kernels(input_bytes: int, executor, backend) -> bool:
-    """Whether a run runs its kernels interpreted: inputs of at most
-    :data:`INTERPRET_BYTES`, every task on this thread (the in-process
-    executor), on the CPU. The results are the same either way."""
-    return (int(input_bytes) <= INTERPRET_BYTES and executor.name == "none"
-            and backend.name == "cpu")
+def interpreted_kernels(input_bytes: int, executor, backend, records: int | None = None) -> bool:
+    """Whether a run runs its kernels interpreted: every task on this thread
+    (the in-process executor), on the CPU, and a small input: with
+    ``records`` (its documents, when known), one that costs at most
+    :data:`INTERPRET_SECONDS` interpreted by the estimate above; without,
+    at most :data:`INTERPRET_BYTES`. The results are the same either way."""
+    if executor.name != "none" or backend.name != "cpu":
+        return False
+    if records is None:
+        return int(input_bytes) <= INTERPRET_BYTES
+    return (int(input_bytes) * INTERPRET_SECONDS_PER_BYTE
+            + int(records) * INTERPRET_SECONDS_PER_RECORD) <= INTERPRET_SECONDS
 
 
 def _floor_pow2(x: int) -> int:

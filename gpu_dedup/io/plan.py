@@ -29,7 +29,8 @@ from .arrow import datasets_files, is_datasets_folder
 from .compression import compression_of
 from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
 from .jsonl_scan import scanned
-from .fs import getsize, open_binary
+from .fs import getsize, is_url, open_binary
+from .names import native_path
 from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
 from .stdin import resolve
@@ -401,6 +402,31 @@ def input_bytes(path: str, files: list[str] | None = None) -> int:
     except (InputError, OSError, ValueError, zstandard.ZstdError):
         return size                      # corrupt metadata: the readers report it
     return size
+
+
+def input_records(path: str, files: list[str] | None = None) -> int | None:
+    """The documents an input holds, where counting them costs a read of a
+    small local file at most: a text shard's files, an uncompressed JSONL
+    file's lines (blank ones included: a bound from above), a Parquet
+    file's rows (its footer); None for the others (compressed, remote or
+    Arrow inputs) and for an input that cannot be read (the readers report
+    it)."""
+    if files is not None:
+        return len(files)
+    if is_url(path):
+        return None
+    fmt = format_of(path)
+    path = resolve(path)
+    try:
+        if fmt == "parquet":
+            return int(open_parquet(path).metadata.num_rows)
+        if fmt != "jsonl" or os.path.isdir(path) or compression_of(path) is not None:
+            return None
+        with open(native_path(path), "rb") as f:
+            data = f.read()
+    except (InputError, OSError, ValueError):
+        return None
+    return data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
 
 
 def _gzip_bytes(path: str, size: int) -> int:
