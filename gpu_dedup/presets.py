@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 from .config import Config
 from .errors import ConfigError
@@ -38,6 +37,7 @@ _TYPES = {"shingle": str, "ngram": int, "normalize": (str, list), "num_perm": in
 def preset_dirs() -> list[Path]:
     """Where presets are looked for: the repository's ``configs/`` (a source
     checkout or an editable install), then the installed package's copy."""
+    from pathlib import Path           # a run without --config looks for none
     here = Path(__file__).resolve().parent
     dirs = [here.parent / "configs", here / "configs"]
     try:
@@ -76,6 +76,7 @@ def _looks_like_path(spec: str) -> bool:
 def load_preset(spec: str) -> tuple[dict, str]:
     """``(values, source)`` of a preset name or a TOML file path."""
     if _looks_like_path(spec):
+        from pathlib import Path
         path = Path(spec)
         if not path.is_file():
             raise ConfigError(f"--config {spec}: no such file")

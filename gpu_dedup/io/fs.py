@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 import threading
-from urllib.parse import urlparse
 
 import pyarrow as pa
 
@@ -43,6 +42,13 @@ def __getattr__(name: str):
 def _pafs():
     import pyarrow.fs
     return pyarrow.fs
+
+
+def urlparse(url: str):
+    """``urllib.parse.urlparse``, imported at the first URL (it loads
+    ``ipaddress``; a run of local files has none)."""
+    from urllib.parse import urlparse as parse
+    return parse(url)
 
 
 _FS: dict = {}
