@@ -344,6 +344,21 @@ def test_a_fifo_input_is_refused_before_it_is_read(tmp_path):
             says="f.jsonl", timeout=60)
 
 
+def test_counting_records_never_reads_a_special_file(tmp_path):
+    """Counting an input's records before the run (to choose how its
+    kernels run) opens regular files only: a FIFO would block, and a link
+    to /dev/zero never ends."""
+    from gpu_dedup.io.plan import input_records
+    fifo = tmp_path / "f.jsonl"
+    os.mkfifo(fifo)
+    link = tmp_path / "z.jsonl"
+    os.symlink("/dev/zero", link)
+    assert input_records(str(fifo)) is None and input_records(str(link)) is None
+    plain = tmp_path / "p.jsonl"
+    plain.write_text('{"text": "a"}\n{"text": "b"}')
+    assert input_records(str(plain)) == 2
+
+
 def test_a_link_to_a_device_is_refused(tmp_path):
     link = tmp_path / "z.jsonl"
     os.symlink("/dev/zero", link)

@@ -30,7 +30,6 @@ from .compression import compression_of
 from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
 from .jsonl_scan import scanned
 from .fs import getsize, is_url, open_binary
-from .names import native_path
 from .parquet import open_parquet, read_parquet_shard
 from .sources import format_of, generated_ids, group_inputs, read_shard, record_location
 from .stdin import resolve
@@ -422,7 +421,7 @@ def input_records(path: str, files: list[str] | None = None) -> int | None:
             return int(open_parquet(path).metadata.num_rows)
         if fmt != "jsonl" or os.path.isdir(path) or compression_of(path) is not None:
             return None
-        with open(native_path(path), "rb") as f:
+        with open_binary(path) as f:        # a regular file, or refused
             data = f.read()
     except (InputError, OSError, ValueError):
         return None
