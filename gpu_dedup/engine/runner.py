@@ -325,8 +325,14 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         else:
             per_doc = cfg.num_perm * (cfg.signature_bits // 8) * 2 + 32
         # at least 1,024 edges a batch (below that, per-task overhead dominates),
-        # and a batch for each worker when there are several
-        size = max(MIN_SCORE_BATCH, int(self.plan.task_bytes // (4 * per_doc)))
+        # and a batch for each worker when there are several; in components
+        # mode, tasks that run in this process share its budget with the
+        # candidate pairs and labels it holds, and take half their share
+        # (a fixed cut: a rerun cuts the same batches, and reuses them)
+        task_bytes = self.plan.task_bytes
+        if cfg.cluster == "components" and self.ex.shared_memory:
+            task_bytes //= 2
+        size = max(MIN_SCORE_BATCH, int(task_bytes // (4 * per_doc)))
         n = edges.shape[1]
         if self.ex.concurrency > 1:
             size = max(MIN_SCORE_BATCH, min(size, -(-n // self.ex.concurrency)))

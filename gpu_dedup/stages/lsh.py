@@ -56,6 +56,10 @@ def unpack_edges(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return (packed >> _S32).astype(np.int64), (packed & _LOW32).astype(np.int64)
 
 
+#: Failed pairs whose band keys :func:`reanchor` gathers at once.
+REANCHOR_SLICE = 1 << 20
+
+
 def reanchor(failed: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Next round's edges from this round's failed edges (packed, sorted).
 
@@ -68,7 +72,13 @@ def reanchor(failed: np.ndarray, keys: np.ndarray) -> np.ndarray:
     fa, fb = unpack_edges(failed)
     out = []
     for j in range(keys.shape[1]):
-        same = keys[fa, j] == keys[fb, j]
+        # band ``j`` of both ends compared a slice of the pairs at a time (the
+        # keys may be read from disk, and two gathers of every pair's key
+        # would be 16 bytes a pair at once)
+        same = np.empty(failed.size, dtype=bool)
+        for s in range(0, failed.size, REANCHOR_SLICE):
+            e = min(failed.size, s + REANCHOR_SLICE)
+            same[s:e] = keys[fa[s:e], j] == keys[fb[s:e], j]
         if not same.any():
             continue
         a = fa[same]
@@ -121,11 +131,16 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
         new = edges[~known]
         if new.size:
             new_scores = np.asarray(score_fn(new), dtype=np.float64)
-            memo_keys = np.concatenate([memo_keys, new])
-            memo_scores = np.concatenate([memo_scores, new_scores])
-            order = np.argsort(memo_keys, kind="stable")
-            memo_keys = memo_keys[order]
-            memo_scores = memo_scores[order]
+            if new.size > 1 and bool(np.any(new[1:] < new[:-1])):
+                order = np.argsort(new, kind="stable")
+                new, new_scores = new[order], new_scores[order]
+                del order
+            # both sorted and none of ``new`` known: merged, where a sort of
+            # their concatenation would hold an order array and two copies
+            at = np.searchsorted(memo_keys, new)
+            memo_keys = np.insert(memo_keys, at, new)
+            memo_scores = np.insert(memo_scores, at, new_scores)
+            del at
         if accept_all:
             edges = edges[:0]
             break
