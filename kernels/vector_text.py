@@ -59,6 +59,24 @@ def _merge(h, v):
     return (h ^ _round(U64(0), v)) * PRIME64_1 + PRIME64_4
 
 
+def _rotl_in(x, r, scratch):
+    """``x`` rotated left by ``r`` bits, in place (``scratch``: an array of
+    its size)."""
+    np.right_shift(x, U64(64 - r), out=scratch)
+    x <<= U64(r)
+    x |= scratch
+
+
+def _take_where(mask, new, old):
+    """``(np.where(mask, new, old), spare)``: where ``mask`` is all true,
+    ``new`` itself, and ``old`` is the spare; else ``old`` updated in place,
+    and ``new`` is."""
+    if mask.all():
+        return new, old
+    np.copyto(old, new, where=mask)
+    return old, new
+
+
 def _where(mask, new, old):
     """``np.where(mask, new, old)``, the arrays themselves where ``mask`` is
     all true or all false."""
@@ -86,6 +104,17 @@ def xxh64_windows(buf, size, start, length, seed=0):
         seed = U64(seed)
         start = np.asarray(start, np.int64)
         length = np.asarray(length, np.int64)
+        if start.shape[0] and length.max() < 32:
+            # short windows (character shingles): each length on its own,
+            # every step on all its windows
+            many = np.bincount(length, minlength=32)
+            if many.max() == start.shape[0]:
+                return _short_windows(w, start, int(length[0]), seed)
+            h = np.empty(start.shape[0], np.uint64)
+            for n in np.flatnonzero(many).tolist():
+                at = np.flatnonzero(length == n)
+                h[at] = _short_windows(w, start[at], n, seed)
+            return h
         stripes = length >> 5
         h = np.full(start.shape[0], seed + PRIME64_5, np.uint64)
         top = int(stripes.max()) if stripes.shape[0] else 0
@@ -106,25 +135,103 @@ def xxh64_windows(buf, size, start, length, seed=0):
                 g = _merge(g, v[j])
             h[big] = g
         h += length.astype(np.uint64)
+        # the tail's steps and the avalanche in place, in two scratch arrays
+        # (a new array a step costs several times the step: fresh pages)
+        t = np.empty(h.shape[0], np.uint64)
+        r = np.empty(h.shape[0], np.uint64)
         p = start + (stripes << 5)
         rest = length & 31
         eights = rest >> 3
         for j in range(int(eights.max()) if eights.shape[0] else 0):
-            lane = w[p + 8 * j]
-            h = _where(eights > j, _rotl(h ^ _round(U64(0), lane), 27) * PRIME64_1 + PRIME64_4, h)
+            np.take(w, p + 8 * j, out=t, mode="clip")
+            t *= PRIME64_2
+            _rotl_in(t, 31, r)
+            t *= PRIME64_1
+            t ^= h
+            _rotl_in(t, 27, r)
+            t *= PRIME64_1
+            t += PRIME64_4
+            h, t = _take_where(eights > j, t, h)
         p = p + (eights << 3)
         four = (rest & 4) != 0
         if four.any():
-            lane = w[p] & _M32
-            h = _where(four, _rotl(h ^ (lane * PRIME64_1), 23) * PRIME64_2 + PRIME64_3, h)
+            np.take(w, p, out=t, mode="clip")
+            t &= _M32
+            t *= PRIME64_1
+            t ^= h
+            _rotl_in(t, 23, r)
+            t *= PRIME64_2
+            t += PRIME64_3
+            h, t = _take_where(four, t, h)
             p = p + 4 * four.astype(np.int64)
         ones = rest & 3
         for j in range(int(ones.max()) if ones.shape[0] else 0):
-            lane = w[p + j] & _M8
-            h = _where(ones > j, _rotl(h ^ (lane * PRIME64_5), 11) * PRIME64_1, h)
-        h = (h ^ (h >> U64(33))) * PRIME64_2
-        h = (h ^ (h >> U64(29))) * PRIME64_3
-        return h ^ (h >> U64(32))
+            np.take(w, p + j, out=t, mode="clip")
+            t &= _M8
+            t *= PRIME64_5
+            t ^= h
+            _rotl_in(t, 11, r)
+            t *= PRIME64_1
+            h, t = _take_where(ones > j, t, h)
+        for shift, prime in ((33, PRIME64_2), (29, PRIME64_3)):
+            np.right_shift(h, U64(shift), out=t)
+            h ^= t
+            h *= prime
+        np.right_shift(h, U64(32), out=t)
+        h ^= t
+        return h
+
+
+def _short_windows(w, start, length, seed):
+    """:func:`xxh64_windows` of windows of one ``length`` under 32 bytes (the
+    character shingles of ASCII text): every step on every window, in place,
+    with scalar offsets (``w``: :func:`_lanes` of the buffer)."""
+    n = start.shape[0]
+    h = np.full(n, seed + PRIME64_5 + U64(length), np.uint64)
+    t = np.empty(n, np.uint64)
+    r = np.empty(n, np.uint64)
+    at = np.empty(n, np.int64)
+    off = 0
+    for _ in range(length >> 3):
+        np.add(start, off, out=at)
+        np.take(w, at, out=t, mode="clip")
+        t *= PRIME64_2
+        _rotl_in(t, 31, r)
+        t *= PRIME64_1
+        t ^= h
+        _rotl_in(t, 27, r)
+        t *= PRIME64_1
+        t += PRIME64_4
+        h, t = t, h
+        off += 8
+    if length & 4:
+        np.add(start, off, out=at)
+        np.take(w, at, out=t, mode="clip")
+        t &= _M32
+        t *= PRIME64_1
+        t ^= h
+        _rotl_in(t, 23, r)
+        t *= PRIME64_2
+        t += PRIME64_3
+        h, t = t, h
+        off += 4
+    for _ in range(length & 3):
+        np.add(start, off, out=at)
+        np.take(w, at, out=t, mode="clip")
+        t &= _M8
+        t *= PRIME64_5
+        t ^= h
+        _rotl_in(t, 11, r)
+        t *= PRIME64_1
+        h, t = t, h
+        off += 1
+    for shift, prime in ((33, PRIME64_2), (29, PRIME64_3)):
+        np.right_shift(h, U64(shift), out=t)
+        h ^= t
+        h *= prime
+    np.right_shift(h, U64(32), out=t)
+    h ^= t
+    return h
 
 
 # -- documents and their code points ----------------------------------------------

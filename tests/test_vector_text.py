@@ -103,6 +103,20 @@ def test_xxh64_windows_is_xxh64():
         assert int(h) == want == int(hashing.xxh64(buf, s, s + n, np.uint64(0)))
 
 
+@pytest.mark.parametrize("length", [1, 3, 4, 5, 8, 12, 13, 31])
+def test_xxh64_windows_of_one_length_is_xxh64(length):
+    """Windows all of one length under 32 bytes (ASCII character shingles)
+    take a path of their own: the same hashes."""
+    rng = random.Random(length)
+    blob = bytes(rng.randrange(256) for _ in range(2000))
+    buf = np.zeros(2000 + 40, np.uint8)
+    buf[:2000] = np.frombuffer(blob, np.uint8)
+    start = np.array(sorted(rng.randrange(0, 2000 - length) for _ in range(700)), np.int64)
+    got = vt.xxh64_windows(buf, 2000, start, np.full(700, length, np.int64))
+    assert [int(h) for h in got] == [xxhash.xxh64_intdigest(blob[s:s + length]) for s in start]
+    assert vt.xxh64_windows(buf, 2000, start[:0], start[:0]).shape == (0,)
+
+
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
 @pytest.mark.parametrize("K,shift", [(1, 0), (7, 32), (64, 0), (128, 32), (256, 0), (256, 32)])
