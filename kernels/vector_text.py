@@ -144,42 +144,63 @@ def xxh64_windows(buf, size, start, length, seed=0):
         eights = rest >> 3
         for j in range(int(eights.max()) if eights.shape[0] else 0):
             np.take(w, p + 8 * j, out=t, mode="clip")
-            t *= PRIME64_2
-            _rotl_in(t, 31, r)
-            t *= PRIME64_1
-            t ^= h
-            _rotl_in(t, 27, r)
-            t *= PRIME64_1
-            t += PRIME64_4
+            _step8(t, h, r)
             h, t = _take_where(eights > j, t, h)
         p = p + (eights << 3)
         four = (rest & 4) != 0
         if four.any():
             np.take(w, p, out=t, mode="clip")
-            t &= _M32
-            t *= PRIME64_1
-            t ^= h
-            _rotl_in(t, 23, r)
-            t *= PRIME64_2
-            t += PRIME64_3
+            _step4(t, h, r)
             h, t = _take_where(four, t, h)
             p = p + 4 * four.astype(np.int64)
         ones = rest & 3
         for j in range(int(ones.max()) if ones.shape[0] else 0):
             np.take(w, p + j, out=t, mode="clip")
-            t &= _M8
-            t *= PRIME64_5
-            t ^= h
-            _rotl_in(t, 11, r)
-            t *= PRIME64_1
+            _step1(t, h, r)
             h, t = _take_where(ones > j, t, h)
-        for shift, prime in ((33, PRIME64_2), (29, PRIME64_3)):
-            np.right_shift(h, U64(shift), out=t)
-            h ^= t
-            h *= prime
-        np.right_shift(h, U64(32), out=t)
+        return _avalanche(h, t)
+
+
+def _step8(t, h, r):
+    """An 8-byte step of XXH64's tail: ``t`` (the lane read) becomes the
+    new state from ``h``, in place (``r``: scratch)."""
+    t *= PRIME64_2
+    _rotl_in(t, 31, r)
+    t *= PRIME64_1
+    t ^= h
+    _rotl_in(t, 27, r)
+    t *= PRIME64_1
+    t += PRIME64_4
+
+
+def _short_step(t, h, r, mask, mul_in, rot, mul_out, add):
+    """The 4-byte or a 1-byte step of the tail (``t``: the 8 bytes read,
+    ``mask`` keeping the step's), in place as :func:`_step8`."""
+    t &= mask
+    t *= mul_in
+    t ^= h
+    _rotl_in(t, rot, r)
+    t *= mul_out
+    t += add
+
+
+def _step4(t, h, r):
+    _short_step(t, h, r, _M32, PRIME64_1, 23, PRIME64_2, PRIME64_3)
+
+
+def _step1(t, h, r):
+    _short_step(t, h, r, _M8, PRIME64_5, 11, PRIME64_1, U64(0))
+
+
+def _avalanche(h, t):
+    """XXH64's last mixing of ``h``, in place (``t``: scratch)."""
+    for shift, prime in ((33, PRIME64_2), (29, PRIME64_3)):
+        np.right_shift(h, U64(shift), out=t)
         h ^= t
-        return h
+        h *= prime
+    np.right_shift(h, U64(32), out=t)
+    h ^= t
+    return h
 
 
 def _short_windows(w, start, length, seed):
@@ -192,46 +213,15 @@ def _short_windows(w, start, length, seed):
     r = np.empty(n, np.uint64)
     at = np.empty(n, np.int64)
     off = 0
-    for _ in range(length >> 3):
-        np.add(start, off, out=at)
-        np.take(w, at, out=t, mode="clip")
-        t *= PRIME64_2
-        _rotl_in(t, 31, r)
-        t *= PRIME64_1
-        t ^= h
-        _rotl_in(t, 27, r)
-        t *= PRIME64_1
-        t += PRIME64_4
-        h, t = t, h
-        off += 8
-    if length & 4:
-        np.add(start, off, out=at)
-        np.take(w, at, out=t, mode="clip")
-        t &= _M32
-        t *= PRIME64_1
-        t ^= h
-        _rotl_in(t, 23, r)
-        t *= PRIME64_2
-        t += PRIME64_3
-        h, t = t, h
-        off += 4
-    for _ in range(length & 3):
-        np.add(start, off, out=at)
-        np.take(w, at, out=t, mode="clip")
-        t &= _M8
-        t *= PRIME64_5
-        t ^= h
-        _rotl_in(t, 11, r)
-        t *= PRIME64_1
-        h, t = t, h
-        off += 1
-    for shift, prime in ((33, PRIME64_2), (29, PRIME64_3)):
-        np.right_shift(h, U64(shift), out=t)
-        h ^= t
-        h *= prime
-    np.right_shift(h, U64(32), out=t)
-    h ^= t
-    return h
+    for step, times, width in ((_step8, length >> 3, 8), (_step4, (length >> 2) & 1, 4),
+                               (_step1, length & 3, 1)):
+        for _ in range(times):
+            np.add(start, off, out=at)
+            np.take(w, at, out=t, mode="clip")
+            step(t, h, r)
+            h, t = t, h
+            off += width
+    return _avalanche(h, t)
 
 
 # -- documents and their code points ----------------------------------------------
