@@ -328,7 +328,7 @@ def window_pairs(d_off, d_bkt, d_pos, b_off, members, width):
     return off, u
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.window_sizes")
 def _window_sizes(d_off, d_pos, width, cap, v0, v1):
     for v in range(v0, v1):
         c = 0
@@ -337,7 +337,7 @@ def _window_sizes(d_off, d_pos, width, cap, v0, v1):
         cap[v + 1] = c
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, stand_in="vector_misc.window_lists")
 def _window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0, v1):
     for v in range(v0, v1):
         m = cap[v]

@@ -66,6 +66,50 @@ def segment_indices(start, size):
     return np.repeat(shift, size) + np.arange(total, dtype=np.int64)
 
 
+# -- kernels.greedy ---------------------------------------------------------------
+
+def _window_entries(d_off, d_pos, width, v0, v1):
+    """The entries of ranks ``v0..v1-1`` and how many first members of its
+    bucket each reads (``min(pos, width)``): ``(e0, w)``."""
+    e0, e1 = int(d_off[v0]), int(d_off[v1])
+    return e0, np.minimum(np.asarray(d_pos[e0:e1], np.int64), int(width))
+
+
+def window_sizes(d_off, d_pos, width, cap, v0, v1):
+    """``kernels.greedy._window_sizes``: ``cap[v + 1]``, the first members
+    rank ``v`` reads over its buckets, for ``v`` in ``v0..v1-1``."""
+    if v1 <= v0:
+        return
+    e0, w = _window_entries(d_off, d_pos, width, v0, v1)
+    ends = np.concatenate([[0], np.cumsum(w)])
+    at = np.asarray(d_off[v0:v1 + 1], np.int64) - e0
+    cap[v0 + 1:v1 + 1] = ends[at[1:]] - ends[at[:-1]]
+
+
+def window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0, v1):
+    """``kernels.greedy._window_lists``: the distinct first members rank
+    ``v`` reads, ascending, at ``tmp[cap[v]:]``, and their number in
+    ``cnt[v + 1]``, for ``v`` in ``v0..v1-1`` (what follows them in each
+    rank's room of ``tmp`` is left as it is; no reader looks there)."""
+    if v1 <= v0:
+        return
+    e0, w = _window_entries(d_off, d_pos, width, v0, v1)
+    e1 = e0 + w.shape[0]
+    entries_of = np.diff(np.asarray(d_off[v0:v1 + 1], np.int64))
+    owner = np.repeat(np.repeat(np.arange(v0, v1, dtype=np.int64), entries_of), w)
+    first = np.asarray(b_off, np.int64)[np.asarray(d_bkt[e0:e1], np.int64)]
+    vals = np.asarray(members, np.int64)[segment_indices(first, w)]
+    order = np.lexsort((vals, owner))
+    owner, vals = owner[order], vals[order]
+    new = np.ones(vals.shape[0], bool)
+    new[1:] = (owner[1:] != owner[:-1]) | (vals[1:] != vals[:-1])
+    owner, vals = owner[new], vals[new]
+    per = np.bincount(owner - v0, minlength=v1 - v0)
+    cnt[v0 + 1:v1 + 1] = per
+    place = np.arange(vals.shape[0], dtype=np.int64) - np.repeat(_exclusive_cumsum(per), per)
+    tmp[np.asarray(cap, np.int64)[owner] + place] = vals
+
+
 # -- kernels.cpu ----------------------------------------------------------------
 
 def upper_bound_edges(rows, counts, ia, ib, out, e0, e1):

@@ -206,6 +206,49 @@ def test_upper_bounds_through_the_public_wrapper():
     _same(out, C.jaccard_upper_bounds(rows, ia, ib))
 
 
+@pytest.mark.parametrize("width", [1, 3, 64])
+def test_window_lists_stand_ins(width):
+    """``_window_sizes`` and ``_window_lists`` (each rank's distinct first
+    members of its buckets, ascending) against their stand-ins, over every
+    rank and over sub-ranges: the same rooms, counts and lists, and nothing
+    written outside the ranks asked for."""
+    from gpu_dedup.kernels import greedy as G
+    from gpu_dedup.stages.select import _membership
+    rng = np.random.default_rng(width)
+    n = 300
+    buckets = [np.sort(rng.choice(n, size=int(k), replace=False))
+               for k in rng.integers(0, 20, 80)] + [np.arange(n), np.arange(0, n, 7)]
+    off = np.zeros(len(buckets) + 1, np.int64)
+    np.cumsum([b.size for b in buckets], out=off[1:])
+    members = np.concatenate(buckets).astype(np.int64)
+    m = _membership(np, off, members, n, 0)
+    for v0, v1 in [(0, n), (0, 0), (5, 6), (17, 240), (n - 1, n)]:
+        want = np.full(n + 1, -3, np.int64)
+        got = want.copy()
+        G._window_sizes(m.d_off, m.d_pos, width, want, v0, v1)
+        V.window_sizes(m.d_off, m.d_pos, width, got, v0, v1)
+        _same(got, want)
+    cap = np.zeros(n + 1, np.int64)
+    G._window_sizes(m.d_off, m.d_pos, width, cap, 0, n)
+    np.cumsum(cap, out=cap)
+    assert cap[n] > 0
+    for v0, v1 in [(0, n), (0, 0), (5, 6), (17, 240), (n - 1, n)]:
+        wt, gt = np.full(cap[n], -1, np.int64), np.full(cap[n], -1, np.int64)
+        wc, gc = np.full(n + 1, -2, np.int64), np.full(n + 1, -2, np.int64)
+        G._window_lists(m.d_off, m.d_bkt, m.d_pos, m.b_off, m.members, width, cap, wt, wc,
+                        v0, v1)
+        V.window_lists(m.d_off, m.d_bkt, m.d_pos, m.b_off, m.members, width, cap, gt, gc,
+                       v0, v1)
+        _same(gc, wc)
+        for v in range(v0, v1):
+            k = int(wc[v + 1])
+            _same(gt[cap[v]:cap[v] + k], wt[cap[v]:cap[v] + k])
+            assert np.all(np.diff(gt[cap[v]:cap[v] + k]) > 0)
+        outside = np.ones(cap[n], bool)
+        outside[cap[v0]:cap[v1]] = False
+        assert np.all(gt[outside] == -1)
+
+
 def test_window_upper_bounds_are_those_of_the_pairs_spelt_out():
     # buckets of every size (one of a single member, empty ones), the
     # windows greedy selection makes of them, some ranks fixed: bucket by
