@@ -310,34 +310,88 @@ def _run_bounds(r, off1, off2):
     return start, end
 
 
+def _runs_of(r, off1, val1, off2, val2):
+    """The runs ``r`` of :func:`jaccard_edge_range` (rows of ``(off1,
+    val1)``, or ``~row`` of ``(off2, val2)``), one after another:
+    ``(values, edge of each value, start, length)``."""
+    start, end = _run_bounds(r, off1, off2)
+    size = end - start
+    at = segment_indices(start, size)
+    first = np.repeat(r >= 0, size)
+    values = np.empty(at.shape[0], np.uint64)
+    values[first] = np.asarray(val1)[at[first]]
+    values[~first] = np.asarray(val2)[at[~first]]
+    edge = np.repeat(np.arange(r.shape[0], dtype=np.int64), size)
+    return values, edge, start, size
+
+
+def _stop_counts(hit, edge, size, need):
+    """:func:`_stop_count` of every edge's run at once (``hit`` of each
+    value, ``edge`` its edge, ``size`` each run's length)."""
+    E = size.shape[0]
+    k = size - need + 1
+    miss = ~hit
+    misses = np.bincount(edge[miss], minlength=E)
+    # the misses before each value of its run, itself included
+    seen = np.cumsum(miss) - np.repeat(_exclusive_cumsum(misses), size)
+    place = np.arange(hit.shape[0], dtype=np.int64) - np.repeat(_exclusive_cumsum(size), size)
+    stop = np.zeros(E, np.int64)
+    at = miss & (seen == k[edge])
+    stop[edge[at]] = place[at] - (k[edge[at]] - 1)
+    out = np.where(misses < k, size - misses, stop)
+    return np.where(k <= 0, 0, out)
+
+
 def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1):
     """``kernels.cpu._jaccard_edge_range``: ``out[e]`` (``e0 <= e < e1``) =
     the Jaccard of the sets ``ia[e]`` and ``ib[e]`` (a row of ``(off1,
     val1)`` where it is 0 or more, else row ``~row`` of ``(off2, val2)``),
     exact where the intersection reaches the count the floor needs; where it
     cannot, the value the kernel writes after stopping early (at most
-    ``below``). One edge at a time, each by a few whole-run operations; the
-    need of every edge at once, by the kernel's float64 arithmetic."""
+    ``below``). Every edge at once: the values of both runs of every edge
+    sorted together find the matches, and :func:`_stop_counts` where the
+    kernel's merge would stop; an edge with a run that is not strictly
+    ascending is merged step by step (:func:`_merge_count`). The need of
+    every edge by the kernel's float64 arithmetic."""
     e0 = int(e0)
     e1 = int(e1)
     if e1 <= e0:
         return out
     ra = ia[e0:e1].astype(np.int64)
     rb = ib[e0:e1].astype(np.int64)
-    a0, a1 = _run_bounds(ra, off1, off2)
-    b0, b1 = _run_bounds(rb, off1, off2)
-    total = (a1 - a0) + (b1 - b0)
-    need = np.ceil(floor * total / (1.0 + floor) - 1e-9).astype(np.int64)
-    below = float(below)
-    edges = zip((ra >= 0).tolist(), a0.tolist(), a1.tolist(), (rb >= 0).tolist(),
-                b0.tolist(), b1.tolist(), need.tolist())
-    for t, (first_a, pa, qa, first_b, pb, qb, nd) in enumerate(edges):
-        va = val1 if first_a else val2
-        vb = val1 if first_b else val2
-        inter = _merge_count(va, pa, qa, vb, pb, qb, nd)
-        union = (qa - pa) + (qb - pb) - inter
-        j = inter / union if union > 0 else 0.0
-        out[e0 + t] = j if inter >= nd else (below if below < j else j)
+    E = e1 - e0
+    va, ea, a0, na = _runs_of(ra, off1, val1, off2, val2)
+    vb, eb, b0, nb = _runs_of(rb, off1, val1, off2, val2)
+    need = np.ceil(floor * (na + nb) / (1.0 + floor) - 1e-9).astype(np.int64)
+    # runs whose values do not strictly ascend: merged one by one below
+    odd = np.zeros(E, bool)
+    for v, e in ((va, ea), (vb, eb)):
+        same_run = e[1:] == e[:-1]
+        odd[e[1:][same_run & (v[1:] <= v[:-1])]] = True
+    values = np.concatenate([va, vb])
+    edge = np.concatenate([ea, eb])
+    order = np.lexsort((values, edge))
+    v, e = values[order], edge[order]
+    pair = (v[1:] == v[:-1]) & (e[1:] == e[:-1])
+    hit_sorted = np.zeros(values.shape[0], bool)
+    hit_sorted[:-1] |= pair
+    hit_sorted[1:] |= pair
+    hit = np.empty(values.shape[0], bool)
+    hit[order] = hit_sorted
+    hit_a, hit_b = hit[:va.shape[0]], hit[va.shape[0]:]
+    inter = np.bincount(ea[hit_a], minlength=E)
+    stop = np.minimum(_stop_counts(hit_a, ea, na, need), _stop_counts(hit_b, eb, nb, need))
+    inter = np.where(inter >= need, inter, stop)
+    inter[(na <= 0) | (nb <= 0)] = 0
+    for t in np.flatnonzero(odd).tolist():
+        first_a, first_b = ra[t] >= 0, rb[t] >= 0
+        inter[t] = _merge_count(val1 if first_a else val2, int(a0[t]), int(a0[t] + na[t]),
+                                val1 if first_b else val2, int(b0[t]), int(b0[t] + nb[t]),
+                                int(need[t]))
+    union = na + nb - inter
+    with np.errstate(invalid="ignore", divide="ignore"):
+        j = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
+    out[e0:e1] = np.where(inter >= need, j, np.minimum(j, float(below)))
     return out
 
 
