@@ -342,28 +342,21 @@ def _stop_counts(hit, edge, size, need):
     return np.where(k <= 0, 0, out)
 
 
-def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1):
-    """``kernels.cpu._jaccard_edge_range``: ``out[e]`` (``e0 <= e < e1``) =
-    the Jaccard of the sets ``ia[e]`` and ``ib[e]`` (a row of ``(off1,
-    val1)`` where it is 0 or more, else row ``~row`` of ``(off2, val2)``),
-    exact where the intersection reaches the count the floor needs; where it
-    cannot, the value the kernel writes after stopping early (at most
-    ``below``). Every edge at once: the values of both runs of every edge
-    sorted together find the matches, and :func:`_stop_counts` where the
-    kernel's merge would stop; an edge with a run that is not strictly
-    ascending is merged step by step (:func:`_merge_count`). The need of
-    every edge by the kernel's float64 arithmetic."""
-    e0 = int(e0)
-    e1 = int(e1)
-    if e1 <= e0:
-        return out
-    ra = ia[e0:e1].astype(np.int64)
-    rb = ib[e0:e1].astype(np.int64)
-    E = e1 - e0
+#: Pairs whose two sets hold at most this many values together are counted
+#: all at once by :func:`jaccard_edge_range`; larger ones one at a time (a
+#: sort of every value costs more than their merges stopped early).
+PAIR_VALUES = 256
+
+
+def _intersections(ra, rb, need, off1, val1, off2, val2):
+    """What :func:`kernels.primitives.runs_intersect_at_least` returns for
+    each pair of runs ``ra[t]``, ``rb[t]`` with ``need[t]``, every pair at
+    once: the values of both runs of every pair sorted together find the
+    matches, and :func:`_stop_counts` where the merge stops early; a pair
+    with a run that is not strictly ascending is merged step by step."""
+    E = ra.shape[0]
     va, ea, a0, na = _runs_of(ra, off1, val1, off2, val2)
     vb, eb, b0, nb = _runs_of(rb, off1, val1, off2, val2)
-    need = np.ceil(floor * (na + nb) / (1.0 + floor) - 1e-9).astype(np.int64)
-    # runs whose values do not strictly ascend: merged one by one below
     odd = np.zeros(E, bool)
     for v, e in ((va, ea), (vb, eb)):
         same_run = e[1:] == e[:-1]
@@ -384,9 +377,39 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     inter = np.where(inter >= need, inter, stop)
     inter[(na <= 0) | (nb <= 0)] = 0
     for t in np.flatnonzero(odd).tolist():
-        first_a, first_b = ra[t] >= 0, rb[t] >= 0
-        inter[t] = _merge_count(val1 if first_a else val2, int(a0[t]), int(a0[t] + na[t]),
-                                val1 if first_b else val2, int(b0[t]), int(b0[t] + nb[t]),
+        inter[t] = _merge_count(val1 if ra[t] >= 0 else val2, int(a0[t]), int(a0[t] + na[t]),
+                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b0[t] + nb[t]),
+                                int(need[t]))
+    return inter
+
+
+def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1):
+    """``kernels.cpu._jaccard_edge_range``: ``out[e]`` (``e0 <= e < e1``) =
+    the Jaccard of the sets ``ia[e]`` and ``ib[e]`` (a row of ``(off1,
+    val1)`` where it is 0 or more, else row ``~row`` of ``(off2, val2)``),
+    exact where the intersection reaches the count the floor needs; where it
+    cannot, the value the kernel writes after stopping early (at most
+    ``below``). Pairs of small sets all at once (:func:`_intersections`),
+    the others one at a time by a few whole-run operations
+    (:func:`_merge_count`); the need of every pair by the kernel's float64
+    arithmetic."""
+    e0 = int(e0)
+    e1 = int(e1)
+    if e1 <= e0:
+        return out
+    ra = ia[e0:e1].astype(np.int64)
+    rb = ib[e0:e1].astype(np.int64)
+    a0, a1 = _run_bounds(ra, off1, off2)
+    b0, b1 = _run_bounds(rb, off1, off2)
+    na, nb = a1 - a0, b1 - b0
+    need = np.ceil(floor * (na + nb) / (1.0 + floor) - 1e-9).astype(np.int64)
+    inter = np.zeros(e1 - e0, np.int64)
+    few = na + nb <= PAIR_VALUES
+    if few.any():
+        inter[few] = _intersections(ra[few], rb[few], need[few], off1, val1, off2, val2)
+    for t in np.flatnonzero(~few).tolist():
+        inter[t] = _merge_count(val1 if ra[t] >= 0 else val2, int(a0[t]), int(a1[t]),
+                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b1[t]),
                                 int(need[t]))
     union = na + nb - inter
     with np.errstate(invalid="ignore", divide="ignore"):
