@@ -12,6 +12,7 @@ import xxhash
 
 from gpu_dedup.kernels import cpu, densify, hashing
 from gpu_dedup.kernels.jit import interpreted
+from gpu_dedup.kernels import vector_hash as vh
 from gpu_dedup.kernels import vector_text as vt
 from gpu_dedup.stages.signatures import hash_params
 
@@ -97,7 +98,7 @@ def test_xxh64_windows_is_xxh64():
     start = np.array([rng.randrange(0, 2800) for _ in range(3000)], np.int64)
     length = np.array([rng.choice([0, 1, 3, 4, 7, 8, 31, 32, 33, 64, 100, 200])
                        for _ in range(3000)], np.int64)
-    got = vt.xxh64_windows(buf, 3000, start, length)
+    got = vh.xxh64_windows(buf, 3000, start, length)
     for s, n, h in zip(start, length, got):
         want = xxhash.xxh64_intdigest(blob[s:s + n])
         assert int(h) == want == int(hashing.xxh64(buf, s, s + n, np.uint64(0)))
@@ -112,9 +113,9 @@ def test_xxh64_windows_of_one_length_is_xxh64(length):
     buf = np.zeros(2000 + 40, np.uint8)
     buf[:2000] = np.frombuffer(blob, np.uint8)
     start = np.array(sorted(rng.randrange(0, 2000 - length) for _ in range(700)), np.int64)
-    got = vt.xxh64_windows(buf, 2000, start, np.full(700, length, np.int64))
+    got = vh.xxh64_windows(buf, 2000, start, np.full(700, length, np.int64))
     assert [int(h) for h in got] == [xxhash.xxh64_intdigest(blob[s:s + length]) for s in start]
-    assert vt.xxh64_windows(buf, 2000, start[:0], start[:0]).shape == (0,)
+    assert vh.xxh64_windows(buf, 2000, start[:0], start[:0]).shape == (0,)
 
 
 @pytest.mark.parametrize("n", NS)
