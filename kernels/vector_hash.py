@@ -65,7 +65,8 @@ def _lanes(buf, size):
 def xxh64_windows(buf, size, start, length, seed=0):
     """XXH64 (``kernels.hashing.xxh64``) of every window ``buf[start[i]:
     start[i] + length[i]]`` of the first ``size`` bytes of ``buf``, which
-    must be followed by :data:`_PAD` more (zero) bytes. Each step of the hash
+    must be followed by 40 more (zero) bytes (what the text stand-ins pad
+    their buffers with, :data:`kernels.vector_text._PAD`). Each step of the hash
     runs across every window at once: the 32-byte stripes, then the 8-byte,
     4-byte and 1-byte steps of the tail, each on the windows that have it."""
     with np.errstate(over="ignore"):

@@ -418,8 +418,8 @@ class BandKeys:
     ``keys[rows, j]`` gathers band ``j`` of ``rows`` alone (a block's file
     holds each band's keys together, so that is one read of each block's
     band), and nothing is kept between calls: re-anchoring asks for every
-    band of the same rows in turn, and all of them at once would be
-    ``8 B`` bytes a row (144 MB for a million failed pairs' ends at 18
+    band of the same rows in turn, and all of them at once would be 8
+    bytes a band a row (144 MB for a million failed pairs' ends at 18
     bands).
     """
 
