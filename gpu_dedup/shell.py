@@ -185,7 +185,8 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
     whichever way it runs.
     """
     paths = opened.paths
-    measured = sum(input_bytes(p, files) for p, files in group_inputs(paths))
+    groups = group_inputs(paths)
+    measured = sum(input_bytes(p, files) for p, files in groups)
     with session(command.name, command.key(paths), measured=measured, budget=opened.budget,
                  spec=opened.spec, workers=workers, device=opened.backend.name,
                  output=opened.output, work_dir=work_dir, keep_work_dir=keep_work_dir,
@@ -195,7 +196,7 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
         helper = None
         try:
             small = command.interpretable and interpreted_kernels(
-                measured, s.executor, opened.backend, _records(paths, measured))
+                measured, s.executor, opened.backend, _records(groups, measured))
             if not small and s.executor.shared_memory and opened.backend.name == "cpu":
                 load_numba_ahead()                # while the inputs are read
                 helper = ahead.start(s.plan.budget)     # a first run: a second compiler
@@ -207,14 +208,15 @@ def run_files(opened: Opened, command: Command, *, workers=None, work_dir=None,
             ahead.finish(helper)
 
 
-def _records(paths, measured: int) -> int | None:
-    """The documents of inputs of ``measured`` bytes when they may be few
-    enough to run interpreted and each input's are counted cheaply
-    (:func:`gpu_dedup.io.plan.input_records`), else None."""
+def _records(groups, measured: int) -> int | None:
+    """The documents of the inputs ``groups`` (``group_inputs``' shards) of
+    ``measured`` bytes when they may be few enough to run interpreted and
+    each shard's are counted cheaply (:func:`gpu_dedup.io.plan.input_records`),
+    else None."""
     if measured > INTERPRET_MAX_BYTES:
         return None
     total = 0
-    for p, files in group_inputs(paths):
+    for p, files in groups:
         n = input_records(p, files)
         if n is None:
             return None

@@ -310,19 +310,18 @@ def _run_bounds(r, off1, off2):
     return start, end
 
 
-def _runs_of(r, off1, val1, off2, val2):
-    """The runs ``r`` of :func:`jaccard_edge_range` (rows of ``(off1,
-    val1)``, or ``~row`` of ``(off2, val2)``), one after another:
-    ``(values, edge of each value, start, length)``."""
-    start, end = _run_bounds(r, off1, off2)
-    size = end - start
+def _runs_of(r, start, size, val1, val2):
+    """The values of the runs ``r`` of :func:`jaccard_edge_range` (of
+    ``val1`` where ``r`` is 0 or more, else of ``val2``; from ``start``,
+    ``size`` long: :func:`_run_bounds`), one after another, and the edge of
+    each value."""
     at = segment_indices(start, size)
     first = np.repeat(r >= 0, size)
     values = np.empty(at.shape[0], np.uint64)
     values[first] = np.asarray(val1)[at[first]]
     values[~first] = np.asarray(val2)[at[~first]]
     edge = np.repeat(np.arange(r.shape[0], dtype=np.int64), size)
-    return values, edge, start, size
+    return values, edge
 
 
 def _stop_counts(hit, edge, size, need):
@@ -348,15 +347,16 @@ def _stop_counts(hit, edge, size, need):
 PAIR_VALUES = 256
 
 
-def _intersections(ra, rb, need, off1, val1, off2, val2):
+def _intersections(ra, a0, na, rb, b0, nb, need, val1, val2):
     """What :func:`kernels.primitives.runs_intersect_at_least` returns for
-    each pair of runs ``ra[t]``, ``rb[t]`` with ``need[t]``, every pair at
-    once: the values of both runs of every pair sorted together find the
-    matches, and :func:`_stop_counts` where the merge stops early; a pair
-    with a run that is not strictly ascending is merged step by step."""
+    each pair of runs ``ra[t]`` (from ``a0[t]``, ``na[t]`` long) and
+    ``rb[t]`` with ``need[t]``, every pair at once: the values of both runs
+    of every pair sorted together find the matches, and :func:`_stop_counts`
+    where the merge stops early; a pair with a run that is not strictly
+    ascending is merged step by step."""
     E = ra.shape[0]
-    va, ea, a0, na = _runs_of(ra, off1, val1, off2, val2)
-    vb, eb, b0, nb = _runs_of(rb, off1, val1, off2, val2)
+    va, ea = _runs_of(ra, a0, na, val1, val2)
+    vb, eb = _runs_of(rb, b0, nb, val1, val2)
     odd = np.zeros(E, bool)
     for v, e in ((va, ea), (vb, eb)):
         same_run = e[1:] == e[:-1]
@@ -406,7 +406,8 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     inter = np.zeros(e1 - e0, np.int64)
     few = na + nb <= PAIR_VALUES
     if few.any():
-        inter[few] = _intersections(ra[few], rb[few], need[few], off1, val1, off2, val2)
+        inter[few] = _intersections(ra[few], a0[few], na[few], rb[few], b0[few], nb[few],
+                                    need[few], val1, val2)
     for t in np.flatnonzero(~few).tolist():
         inter[t] = _merge_count(val1 if ra[t] >= 0 else val2, int(a0[t]), int(a1[t]),
                                 val1 if rb[t] >= 0 else val2, int(b0[t]), int(b1[t]),

@@ -116,6 +116,9 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
     memo_scores = np.zeros(0, dtype=np.float64)
     parent = np.arange(keys.shape[0], dtype=np.int64)
     edges = first_round
+    if edges.size > 1 and bool(np.any(edges[1:] <= edges[:-1])):
+        edges = unique(edges)            # every round's edges sorted and distinct, as
+                                         # re-anchoring makes them: merged into the memo
     rounds = 0
     while edges.size and rounds < max(1, max_rounds):
         rounds += 1
@@ -131,10 +134,6 @@ def verified_edges(first_round: np.ndarray, keys: np.ndarray, score_fn,
         new = edges[~known]
         if new.size:
             new_scores = np.asarray(score_fn(new), dtype=np.float64)
-            if new.size > 1 and bool(np.any(new[1:] < new[:-1])):
-                order = np.argsort(new, kind="stable")
-                new, new_scores = new[order], new_scores[order]
-                del order
             # both sorted and none of ``new`` known: merged, where a sort of
             # their concatenation would hold an order array and two copies
             at = np.searchsorted(memo_keys, new)
