@@ -118,7 +118,7 @@ def _oph_blocks(offsets, data, docs, word_mode, n, p, q, shift, out, counts, pro
     sh = U64(shift)
     top = ~U64(0) >> sh
     flags = np.empty((K, LANES), np.uint8)
-    src = np.empty((K, LANES), np.uint32)
+    src = np.empty((K, LANES), np.uint8)
     few = np.empty(K, np.uint32)
     bits = np.empty((K + 63) // 64, np.uint64)
     for blk in range(b0, b1):

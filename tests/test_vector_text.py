@@ -332,13 +332,16 @@ def test_malformed_utf8_walks_as_the_decoder_does(n):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("K", [7, 16, 256, 600])
+@pytest.mark.parametrize("K", [7, 16, 128, 254, 255, 256, 600])
 def test_densify_every_path(K):
     """Bins filled at random, densified as ``densify.densify_group`` does,
-    with and without its table of first hits: among the first probes,
+    with and without its table of first hits: among the first probes
+    (their bins kept as bytes below 255 bins, their numbers from 255 on),
     later ones (from the table, then computed), from the first hits (few
-    filled bins), and past them the next filled bin to the right (probe
-    tables that never hit); a row without shingles is left alone."""
+    filled bins: the empty ones looked up one by one, or all of them in a
+    vector pass a filled bin), and past them the next filled bin to the
+    right (probe tables that never hit); a row without shingles is left
+    alone."""
     rng = np.random.default_rng(K)
     q = np.uint64(0x1234_5678_9ABC_DEF1)
     G, W = 30, (K + 63) // 64
@@ -366,7 +369,7 @@ def test_densify_every_path(K):
         def densified(table):
             rows = np.tile(np.arange(K, dtype=np.uint64), (G, 1))
             densify.densify_group(q, probes, table, flags, counts, rows,
-                                  np.empty((K, densify.LANES), np.uint32),
+                                  np.empty((K, densify.LANES), np.uint8),
                                   np.empty(K, np.uint32), np.empty(W, np.uint64))
             return rows.astype(np.int64)
 
@@ -386,7 +389,8 @@ def test_densify_every_path(K):
 
 @pytest.mark.parametrize("K", [1, 7, 128])
 def test_first_hits(K):
-    """Each bin's first probe of each other bin, from the probes one by one."""
+    """Each bin's first probe of each other bin (column ``k``: bin ``k``'s), from
+    the probes one by one."""
     q = np.uint64(99)
     hits = densify.first_hits(q, K)
     for k in range(K):
@@ -394,7 +398,7 @@ def test_first_hits(K):
         for t in range(8 * K):
             seen.setdefault(int(hashing.oph_probe(q, k, t, K)), t)
         want = [seen.get(f, 0xFFFFFFFF) for f in range(K)]
-        assert hits[k].tolist() == want
+        assert hits[:, k].tolist() == want
 
 
 @pytest.mark.parametrize("word", [False, True])
