@@ -20,9 +20,9 @@ from .jit import njit
 
 from .densify import LANES, densify_group, first_hits, probe_table
 from .hashing import U64, fmix64, oph_bin, xxh64
-from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, ascii_only, band_key,
+from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, band_key,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
-                         jaccard_of_runs, jaccard_upper)
+                         high_bytes, jaccard_of_runs, jaccard_upper, mixed_char_hashes)
 from .sorting import gather_runs, sorted_unique
 from .text import codepoint_count, fold_spaces_doc, has_shingle
 from .threads import for_range
@@ -30,6 +30,10 @@ from .threads import for_range
 SEED0 = U64(0)
 U32 = np.uint32
 BLOCK = 256
+#: A text whose bytes above 127, times ``n`` and this, are at most its
+#: length (so that at most about half its character shingles hold one)
+#: hashes its other shingles a whole-text step at a time.
+MIXED_SHARE = 2
 
 
 def _blocks(d: int) -> int:
@@ -54,10 +58,18 @@ def _block_scratch(offsets, docs, lo, hi):
 @njit(cache=True)
 def _doc_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, words, out):
     """:func:`kernels.primitives.doc_shingle_hashes`, by the vectorised
-    :func:`kernels.primitives.ascii_char_hashes` where the text is ASCII
-    (the same values)."""
-    if not word_mode and 0 < n < 32 and end - start >= n and ascii_only(data, start, end):
-        return ascii_char_hashes(data, start, end, n, words, out)
+    :func:`kernels.primitives.ascii_char_hashes` where the text is ASCII,
+    and :func:`kernels.primitives.mixed_char_hashes` where few of its bytes
+    are not (a quote mark or a name in English text): the same values."""
+    if not word_mode and 0 < n < 32 and end - start >= n:
+        high = high_bytes(data, start, end)
+        if high == 0:
+            return ascii_char_hashes(data, start, end, n, words, out)
+        if high * n * MIXED_SHARE <= end - start:
+            cnt = mixed_char_hashes(data, start, end, n, pos_a, pos_b.view(np.uint64), words,
+                                    out)
+            if cnt >= 0:
+                return cnt
     return doc_shingle_hashes(data, start, end, word_mode, n, pos_a, pos_b, scratch, out)
 
 

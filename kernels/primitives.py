@@ -295,15 +295,10 @@ def ascii_only(data, start, end):
 
 
 @njit(cache=True)
-def ascii_char_hashes(data, start, end, n, words, out):
-    """The base hashes of the character ``n``-grams of the ASCII text
-    ``data[start:end]`` (``n <= end - start``, ``n < 32``) into ``out``, as
-    :func:`doc_shingle_hashes` writes them; ``words`` is scratch of at least
-    ``end - start`` uint64. Returns their number. CPU only."""
-    m = end - start
-    d = data[start:end]
-    w = words[:m]
-    # w[j]: the eight bytes from j (little endian), zeros past the end
+def _byte_words(d, w):
+    """``w[j]``: the eight bytes of ``d`` from ``j`` (little endian), zeros
+    past its end."""
+    m = d.shape[0]
     full = max(m - 7, 0)
     for j in range(full):
         w[j] = (U64(d[j]) | (U64(d[j + 1]) << U64(8)) | (U64(d[j + 2]) << U64(16))
@@ -315,6 +310,18 @@ def ascii_char_hashes(data, start, end, n, words, out):
         for k in range(m - j):
             v |= U64(d[j + k]) << U64(8 * k)
         w[j] = v
+
+
+@njit(cache=True)
+def ascii_char_hashes(data, start, end, n, words, out):
+    """The base hashes of the character ``n``-grams of the ASCII text
+    ``data[start:end]`` (``n <= end - start``, ``n < 32``) into ``out``, as
+    :func:`doc_shingle_hashes` writes them; ``words`` is scratch of at least
+    ``end - start`` uint64. Returns their number. CPU only. (On other text,
+    the XXH64 of the ``n`` bytes at every position.)"""
+    m = end - start
+    w = words[:m]
+    _byte_words(data[start:end], w)
     cnt = m - n + 1
     h = out[:cnt]
     start_value = PRIME64_5 + U64(n)
@@ -340,6 +347,83 @@ def ascii_char_hashes(data, start, end, n, words, out):
         o += 1
     for i in range(cnt):
         h[i] = xxh_avalanche(h[i])
+    return cnt
+
+
+@njit(cache=True)
+def high_bytes(data, start, end):
+    """How many bytes of ``data[start:end]`` are above 127 (no branch)."""
+    d = data[start:end]
+    acc = 0
+    for j in range(d.shape[0]):
+        acc += np.int64(d[j] >> 7)
+    return acc
+
+
+@njit(cache=True)
+def utf8_starts(d, pos):
+    """The code points of the bytes ``d`` as :func:`kernels.text.utf8_decode`
+    steps over them, found without stepping: where ``d`` is UTF-8 whose
+    every sequence is as long as its first byte says (each continuation
+    byte is one that an earlier first byte claims, and the last sequence
+    ends in ``d``), the code points start at the bytes that are not
+    continuation bytes. Their byte offsets go into ``pos`` (at least
+    ``d.shape[0] + 1`` entries), then ``d.shape[0]``; returns their number,
+    or -1 where ``d`` is not such UTF-8 (and ``pos`` is scratch)."""
+    m = d.shape[0]
+    # a byte is claimed by the first byte of a sequence of 2 (0xC0 on), 3
+    # (0xE0 on) or 4 (0xF0 on) bytes just before it: claimed exactly when
+    # it is a continuation byte, for every byte (vector registers, bytes:
+    # the shifted views index from 0, so no index is tested for wrapping)
+    bad = np.uint8(0)
+    for j in range(min(m, 3)):
+        claimed = (j >= 1 and d[j - 1] >= 0xC0) or (j >= 2 and d[j - 2] >= 0xE0)
+        bad |= np.uint8(((d[j] & 0xC0) == 0x80) != claimed)
+    if m > 3:
+        d1, d2, d3, dx = d[2:m - 1], d[1:m - 2], d[0:m - 3], d[3:m]
+        for j in range(dx.shape[0]):
+            claimed = (np.uint8(d1[j] >= 0xC0) | np.uint8(d2[j] >= 0xE0)
+                       | np.uint8(d3[j] >= 0xF0))
+            bad |= np.uint8((dx[j] & 0xC0) == 0x80) ^ claimed
+    # and no sequence runs past the end
+    if m and (d[m - 1] >= 0xC0 or (m >= 2 and d[m - 2] >= 0xE0)
+              or (m >= 3 and d[m - 3] >= 0xF0)):
+        bad = np.uint8(1)
+    if bad:
+        return -1
+    k = 0
+    for j in range(m):
+        pos[k] = j
+        k += np.int64((d[j] & 0xC0) != 0x80)
+    pos[k] = m
+    return k
+
+
+@njit(cache=True)
+def mixed_char_hashes(data, start, end, n, pos, at, words, out):
+    """The base hashes of the character ``n``-grams (``n < 32``) of the text
+    ``data[start:end]``, mostly ASCII, into ``out``, as
+    :func:`doc_shingle_hashes` writes them: each shingle of ``n`` bytes (no
+    multi-byte character in it) from :func:`ascii_char_hashes` of every
+    position, the others one at a time. ``pos`` (int64), ``at`` and
+    ``words`` (uint64): scratch of at least ``end - start + 1``. Returns
+    their number, or -1 where the text is not UTF-8 as
+    :func:`utf8_starts` takes it. CPU only."""
+    m = end - start
+    k = utf8_starts(data[start:end], pos)
+    if k < 0:
+        return -1
+    if k < n:
+        out[0] = xxh64(data, start, end, SEED0)
+        return 1
+    ascii_char_hashes(data, start, end, n, words, at)
+    cnt = k - n + 1
+    ends = pos[n:n + cnt]
+    for i in range(cnt):
+        a = pos[i]
+        b = ends[i]
+        # (unsigned: no test of the index for wrapping around)
+        out[i] = at[U64(a)] if b - a == n else xxh64(data, start + a, start + b, SEED0)
     return cnt
 
 

@@ -135,6 +135,70 @@ def test_ascii_fast_path_gives_the_same_hashes(n):
         assert vals[so[i]:so[i + 1]].tolist() == want, (i, t)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7, 8, 13, 31])
+def test_mostly_ascii_texts_give_the_same_hashes(n):
+    """Texts with a few multi-byte characters (a curly quote, a name) hash
+    their ASCII shingles a whole-text step at a time and the others one by
+    one (``cpu.MIXED_SHARE``); texts with many take the one-by-one path:
+    they all hash as Python's shingles do, at every length around ``n``."""
+    rng = random.Random(200 + n)
+    texts = [t[:i] + rng.choice("’é€中\U0001d11e") + t[i:]
+             for t in _random_texts(rng, 80, "abcd efgh.,")
+             for i in [rng.randrange(0, len(t) + 1)]]
+    texts += _random_texts(rng, 40, "ab cé€ж中\U0001d11e") + ["é", "中" * n, "a" * n + "é"]
+    off, data = _buffers(texts)
+    so, vals = cpu.shingle_sets(off, data, np.arange(len(texts), dtype=np.int64), False, n)
+    for i, t in enumerate(texts):
+        want = sorted({xxhash.xxh64_intdigest(s.encode())
+                       for s in ref.shingles(t, "char", n)})
+        assert vals[so[i]:so[i + 1]].tolist() == want, (i, t)
+
+
+def test_utf8_starts_are_where_the_decoder_steps():
+    """``primitives.utf8_starts`` finds the code points of UTF-8 without
+    stepping, and says -1 for bytes that are not UTF-8 as it takes it
+    (a lone continuation byte, a sequence cut short, in the middle or at
+    the end); where it answers, the decoder's steps land on the same bytes,
+    and ``mixed_char_hashes`` gives the one-by-one path's hashes."""
+    from gpu_dedup.kernels import primitives as P
+    rng = random.Random(7)
+    pool = [0x41, 0x20, 0x80, 0xBF, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9D, 0x84, 0x9E, 0xFF]
+    answered = refused = 0
+    for trial in range(600):
+        if trial % 2:
+            raw = "".join(rng.choice("ab é€\U0001d11e") for _ in range(rng.randrange(0, 30)))
+            raw = np.frombuffer(raw.encode(), np.uint8).copy()
+        else:
+            raw = np.array([rng.choice(pool) for _ in range(rng.randrange(1, 30))], np.uint8)
+        m = raw.size
+        steps, p = [], 0
+        while p < m:
+            steps.append(p)
+            p = text.utf8_decode(raw, p, m)[1]
+        well = all(b == p + 1 + int(raw[p] >= 0xC0) + int(raw[p] >= 0xE0) + int(raw[p] >= 0xF0)
+                   for p, b in zip(steps, steps[1:] + [m])) and bytes(raw).decode(
+                       "utf-8", "replace").encode() == bytes(raw)
+        pos = np.empty(m + 1, np.int64)
+        k = P.utf8_starts(raw, pos)
+        if k < 0:
+            refused += 1
+            assert not well, raw.tolist()
+            continue
+        answered += 1
+        assert pos[:k + 1].tolist() == steps + [m], raw.tolist()
+        for n in (1, 2, 5):
+            if m < n:
+                continue
+            want = np.zeros(m + 1, np.uint64)
+            got = np.zeros(m + 1, np.uint64)
+            wc = P.doc_shingle_hashes(raw, 0, m, False, n, np.empty(m + 1, np.int64),
+                                      np.empty(m + 1, np.int64), np.empty(m + 1, np.uint8), want)
+            gc = P.mixed_char_hashes(raw, 0, m, n, np.empty(m + 1, np.int64),
+                                     np.empty(m + 1, np.uint64), np.empty(m + 1, np.uint64), got)
+            assert gc == wc and got[:gc].tolist() == want[:wc].tolist(), (raw.tolist(), n)
+    assert answered > 250 and refused > 100
+
+
 @pytest.mark.parametrize("K", [128, 1000])
 def test_one_permutation_sketch_of_short_texts_matches_reference(K):
     """Texts of a few shingles leave most bins empty, so their probes run
