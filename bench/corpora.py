@@ -489,6 +489,61 @@ def long_documents(n_docs: int | None = None, data_dir: str | None = None) -> Co
                            f"and Perl library sources, C headers")
 
 
+MO_GLOB = "/usr/share/locale/*/LC_MESSAGES/*.mo"
+
+
+def _mo_strings(path: str) -> list[str]:
+    """The translated strings of one GNU gettext catalogue (``.mo``): each
+    message's forms, as UTF-8 (catalogues in other encodings, or damaged,
+    give what decodes)."""
+    import struct
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 20:
+        return []
+    order = {0x950412DE: "<", 0xDE120495: ">"}.get(struct.unpack("<I", raw[:4])[0])
+    if order is None:
+        return []
+    count, _, table = struct.unpack(order + "3I", raw[8:20])
+    out = []
+    for i in range(count):
+        at = table + 8 * i
+        if at + 8 > len(raw):
+            break
+        length, offset = struct.unpack(order + "2I", raw[at:at + 8])
+        for form in raw[offset:offset + length].split(b"\0"):
+            try:
+                text = form.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if text.strip():
+                out.append(text)
+    return out
+
+
+def locale_texts(seed: int = 0) -> list[str]:
+    """Every translated message of :data:`MO_GLOB` (files in sorted order),
+    shuffled with ``seed``: short real text in some 100 languages and
+    scripts, most of it beyond ASCII, with the repeats that translations of
+    one program's messages across packages have."""
+    import random
+    texts = []
+    for path in sorted(glob.glob(MO_GLOB)):
+        texts += _mo_strings(path)
+    random.Random(seed).shuffle(texts)
+    return texts
+
+
+def locale_strings(n_docs: int | None = 1_000_000,
+                   data_dir: str | None = None) -> CorpusSpec:
+    """Short multilingual real documents: translated program messages
+    (:func:`locale_texts`), the first ``n_docs`` (about 2 million on a
+    machine with many locales) or all."""
+    return _real("locale_strings", n_docs, data_dir, lambda n: locale_texts(),
+                 lambda n: f"{n:,} short real documents in many languages: the translated "
+                           f"messages of {MO_GLOB}, shuffled")
+
+
 BUILDERS = {
     "planted": planted,
     "realistic": realistic,
@@ -498,4 +553,5 @@ BUILDERS = {
     "debian-text": debian_text,
     "debian-entries": debian_entries,
     "long-documents": long_documents,
+    "locale-strings": locale_strings,
 }
