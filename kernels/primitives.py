@@ -282,17 +282,10 @@ def agreement(sig, x, y):
 # at once, a step of XXH64 at a time over every position, in loops without
 # branches that the compiler runs in vector registers: the same values as
 # ``xxh64`` one shingle at a time (the tests compare them), several times
-# faster. The GPU hashes a shingle per thread and does not need this.
-
-@njit(cache=True)
-def ascii_only(data, start, end):
-    """Whether ``data[start:end]`` is all ASCII (a branch-free OR of the bytes)."""
-    d = data[start:end]
-    acc = U64(0)
-    for j in range(d.shape[0]):
-        acc |= U64(d[j])
-    return acc < U64(0x80)
-
+# faster. Text that is mostly ASCII (English with a curly quote, an accented
+# name) takes those hashes for its shingles without a multi-byte character
+# and hashes the others one at a time. The GPU hashes a shingle per thread
+# and does not need this.
 
 @njit(cache=True)
 def _byte_words(d, w):
