@@ -544,6 +544,46 @@ def locale_strings(n_docs: int | None = 1_000_000,
                            f"messages of {MO_GLOB}, shuffled")
 
 
+MAN_ROOT = "/usr/share/man"
+
+
+def translated_man_texts() -> list[str]:
+    """Every translated manual page under :data:`MAN_ROOT` (its folders of
+    languages, not the ``man1`` to ``man8`` of English; gzip files decompressed,
+    links and binary files skipped; sorted path order, each real file once):
+    long real documents in some 25 languages, many of them mostly ASCII (the
+    page's markup and its English terms) with the language's own letters."""
+    import gzip
+    seen, texts = set(), []
+    langs = sorted(d for d in (os.listdir(MAN_ROOT) if os.path.isdir(MAN_ROOT) else [])
+                   if not d.startswith("man"))
+    paths = [p for lang in langs
+             for p in sorted(glob.glob(os.path.join(MAN_ROOT, lang, "**", "*"), recursive=True))]
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen or os.path.islink(p) or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        try:
+            with open(real, "rb") as f:
+                raw = f.read(4 * LONG_MAX)
+            if raw[:2] == b"\x1f\x8b":
+                raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        if raw and b"\0" not in raw:
+            texts.append(raw.decode("utf-8", errors="replace"))
+    return texts
+
+
+def translated_man_pages(n_docs: int | None = None,
+                         data_dir: str | None = None) -> CorpusSpec:
+    """Long multilingual real documents (:func:`translated_man_texts`), the
+    first ``n_docs`` or all (about 1,300 on a machine with many locales)."""
+    return _real("translated_man_pages", n_docs, data_dir, lambda n: translated_man_texts(),
+                 lambda n: f"{n:,} translated manual pages ({MAN_ROOT}/LANGUAGE), whole")
+
+
 BUILDERS = {
     "planted": planted,
     "realistic": realistic,
@@ -554,4 +594,5 @@ BUILDERS = {
     "debian-entries": debian_entries,
     "long-documents": long_documents,
     "locale-strings": locale_strings,
+    "translated-man-pages": translated_man_pages,
 }

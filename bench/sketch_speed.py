@@ -1,6 +1,7 @@
 """Signature kernels alone, in MB of text a second a core.
 
-    python bench/sketch_speed.py                 # the speed corpora (bench/data)
+    python bench/sketch_speed.py                 # the speed corpora (bench/data), and
+                                                 # two multilingual ones
     python bench/sketch_speed.py FILE.jsonl ...
 
 Each kernel runs over the Arrow buffers of a whole JSONL corpus in one
@@ -43,7 +44,8 @@ def main(argv=None) -> int:
     from gpu_dedup.stages.signatures import hash_params
     threads.set_threads(1)
     paths = args.paths or [corpora.debian_short(1_000_000).path, corpora.debian_entries().path,
-                           corpora.long_documents().path]
+                           corpora.long_documents().path, corpora.locale_strings().path,
+                           corpora.translated_man_pages().path]
     a, b = hash_params(128, 42)
     for path in paths:
         off, data = buffers(path)
