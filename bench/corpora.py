@@ -461,24 +461,31 @@ def long_texts() -> list[str]:
     """Every text file of :data:`LONG_GLOBS` (gzip files decompressed, links
     and binary files skipped) of ``LONG_MIN`` to ``LONG_MAX`` bytes, in
     sorted path order, each real file once."""
+    paths = [p for pattern in LONG_GLOBS for p in sorted(glob.glob(pattern, recursive=True))]
+    return [raw.decode("utf-8", errors="replace") for raw in _file_texts(paths)
+            if LONG_MIN <= len(raw) <= LONG_MAX]
+
+
+def _file_texts(paths):
+    """The bytes of each real file of ``paths`` once (links skipped, gzip
+    files decompressed, at most ``4 * LONG_MAX`` bytes read), less the
+    binary ones (a NUL byte) and those that cannot be read, in order."""
     import gzip
-    seen, texts = set(), []
-    for pattern in LONG_GLOBS:
-        for p in sorted(glob.glob(pattern, recursive=True)):
-            real = os.path.realpath(p)
-            if real in seen or os.path.islink(p) or not os.path.isfile(real):
-                continue
-            seen.add(real)
-            try:
-                with open(real, "rb") as f:
-                    raw = f.read(4 * LONG_MAX)
-                if raw[:2] == b"\x1f\x8b":
-                    raw = gzip.decompress(raw)
-            except (OSError, EOFError, gzip.BadGzipFile):
-                continue
-            if LONG_MIN <= len(raw) <= LONG_MAX and b"\0" not in raw:
-                texts.append(raw.decode("utf-8", errors="replace"))
-    return texts
+    seen = set()
+    for p in paths:
+        real = os.path.realpath(p)
+        if real in seen or os.path.islink(p) or not os.path.isfile(real):
+            continue
+        seen.add(real)
+        try:
+            with open(real, "rb") as f:
+                raw = f.read(4 * LONG_MAX)
+            if raw[:2] == b"\x1f\x8b":
+                raw = gzip.decompress(raw)
+        except (OSError, EOFError, gzip.BadGzipFile):
+            continue
+        if b"\0" not in raw:
+            yield raw
 
 
 def long_documents(n_docs: int | None = None, data_dir: str | None = None) -> CorpusSpec:
@@ -553,27 +560,11 @@ def translated_man_texts() -> list[str]:
     links and binary files skipped; sorted path order, each real file once):
     long real documents in some 25 languages, many of them mostly ASCII (the
     page's markup and its English terms) with the language's own letters."""
-    import gzip
-    seen, texts = set(), []
     langs = sorted(d for d in (os.listdir(MAN_ROOT) if os.path.isdir(MAN_ROOT) else [])
                    if not d.startswith("man"))
     paths = [p for lang in langs
              for p in sorted(glob.glob(os.path.join(MAN_ROOT, lang, "**", "*"), recursive=True))]
-    for p in paths:
-        real = os.path.realpath(p)
-        if real in seen or os.path.islink(p) or not os.path.isfile(real):
-            continue
-        seen.add(real)
-        try:
-            with open(real, "rb") as f:
-                raw = f.read(4 * LONG_MAX)
-            if raw[:2] == b"\x1f\x8b":
-                raw = gzip.decompress(raw)
-        except (OSError, EOFError, gzip.BadGzipFile):
-            continue
-        if raw and b"\0" not in raw:
-            texts.append(raw.decode("utf-8", errors="replace"))
-    return texts
+    return [raw.decode("utf-8", errors="replace") for raw in _file_texts(paths) if raw]
 
 
 def translated_man_pages(n_docs: int | None = None,
