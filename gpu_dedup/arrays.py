@@ -175,6 +175,80 @@ def pair_order(a, b) -> np.ndarray:
     return np.lexsort((b, a)).astype(np.int64)
 
 
+def merged_pair_slices(sources, cap: int):
+    """The rows of several sorted tables of pairs, merged in the order of
+    their pairs and yielded a slice of at most ``cap`` rows at a time (or a
+    row a source, where there are more sources than ``cap``).
+
+    Each source is a tuple of equally long 1-D columns (arrays, memory maps
+    or :class:`MappedColumn`), its first two the pairs' numbers ``(a, b)``,
+    sorted by ``a`` then ``b`` and distinct. Each slice is a tuple of
+    arrays shaped like the sources' rows, sorted by ``(a, b)``, and every
+    row of a slice comes before every row of the next (rows with the same
+    pair in two sources keep the order of their sources). Only a slice of
+    each source is read at a time, so the merge of tables larger than
+    memory holds about ``cap`` rows.
+
+    >>> s1 = (np.array([0, 2]), np.array([5, 1]))
+    >>> s2 = (np.array([1, 2]), np.array([0, 3]))
+    >>> parts = list(merged_pair_slices([s1, s2], 2))
+    >>> [p[0].tolist() for p in parts], [p[1].tolist() for p in parts]
+    ([[0], [1], [2, 2]], [[5], [0], [1, 3]])
+    """
+    cap = max(1, int(cap))
+    sources = list(sources)
+    sizes = [int(s[0].shape[0]) for s in sources]
+    pos = [0] * len(sources)
+    while True:
+        live = [i for i, n in enumerate(sizes) if pos[i] < n]
+        if not live:
+            return
+        take = max(1, cap // len(live))
+        # the smallest last pair among the sources cut short: every row up
+        # to it (in every source) comes before every row not taken
+        bound = None
+        for i in live:
+            e = pos[i] + take
+            if e < sizes[i]:
+                key = (int(sources[i][0][e - 1]), int(sources[i][1][e - 1]))
+                bound = key if bound is None or key < bound else bound
+        parts = []
+        for i in live:
+            s0 = pos[i]
+            e = min(s0 + take, sizes[i])
+            if bound is not None:
+                a = np.asarray(sources[i][0][s0:e])
+                lo = int(np.searchsorted(a, bound[0], side="left"))
+                hi = int(np.searchsorted(a, bound[0], side="right"))
+                b = np.asarray(sources[i][1][s0 + lo:s0 + hi])
+                e = s0 + lo + int(np.searchsorted(b, bound[1], side="right"))
+            if e > s0:
+                parts.append(tuple(np.asarray(c[s0:e]) for c in sources[i]))
+            pos[i] = e
+        if len(parts) == 1:
+            yield parts[0]
+            continue
+        cols = [np.concatenate([p[j] for p in parts]) for j in range(len(parts[0]))]
+        del parts
+        order = pair_order(cols[0], cols[1])
+        yield tuple(c[order] for c in cols)
+
+
+class MappedColumn:
+    """A column read through a function: ``col[i]`` and ``col[lo:hi]`` give
+    ``fn(values[...])`` (``values`` an array or a memory map, read a slice at
+    a time), for :func:`merged_pair_slices` over numbers that are mapped
+    (ascending ones, so the source stays sorted)."""
+
+    def __init__(self, values, fn):
+        self.values = values
+        self.fn = fn
+        self.shape = (int(values.shape[0]),)
+
+    def __getitem__(self, at):
+        return self.fn(np.asarray(self.values[at]))
+
+
 def pairs_ascend(a, b) -> bool:
     """Whether the pairs ``(a[i], b[i])`` are sorted by ``a`` then ``b`` and
     distinct."""

@@ -177,3 +177,39 @@ def test_pair_order_sorts_pairs_of_any_size_by_first_then_second(spread):
     if keep.sum() > 2:
         i = np.flatnonzero(keep)
         assert not pairs_ascend(sa[i][::-1], sb[i][::-1])
+
+
+@pytest.mark.parametrize("cap", [1, 2, 5, 64, 10_000])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_merged_pair_slices_is_the_sorted_union_a_bounded_slice_at_a_time(cap, seed, tmp_path):
+    """Sorted tables of pairs (some empty, some with many pairs of one first
+    number, some memory maps or mapped columns) merged slice by slice: the
+    whole is their rows sorted by pair, every slice sorted and at most
+    ``cap`` rows (a row a source where ``cap`` is smaller), and each slice
+    wholly before the next."""
+    from gpu_dedup.arrays import MappedColumn, merged_pair_slices, pair_order
+    rng = np.random.default_rng(seed)
+    sources, flat = [], []
+    for s in range(int(rng.integers(1, 5))):
+        n = int(rng.integers(0, 300))
+        a = rng.integers(0, 6 if s % 2 else 50, size=n)       # few first numbers: long runs
+        b = rng.integers(0, 1 << 40, size=n)
+        key = np.unique(np.stack([a, b], axis=1), axis=0)     # sorted, distinct
+        a, b = key[:, 0].astype(np.int64), key[:, 1].astype(np.int64)
+        w = rng.random(a.size)
+        if s == 1:                                            # read from a file
+            np.save(tmp_path / "b.npy", b)
+            b = np.load(tmp_path / "b.npy", mmap_mode="r")
+        if s == 2:                                            # read through a mapping
+            b = MappedColumn(b - 7, lambda x: x + 7)
+        sources.append((a, b, w))
+        flat.append((a, np.asarray(b[0:a.size]), w))
+    parts = list(merged_pair_slices(sources, cap))
+    assert all(0 < p[0].size <= max(cap, len(sources)) for p in parts)
+    got = [np.concatenate([p[j] for p in parts]) if parts else np.zeros(0) for j in range(3)]
+    whole = [np.concatenate([f[j] for f in flat]) for j in range(3)]
+    order = pair_order(whole[0], whole[1])
+    for j in range(3):
+        np.testing.assert_array_equal(got[j], whole[j][order])
+    for p, q in zip(parts, parts[1:]):                        # each slice before the next
+        assert (p[0][-1], p[1][-1]) < (q[0][0], q[1][0])

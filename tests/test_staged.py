@@ -264,6 +264,33 @@ def test_configurations(corpus, tmp_path, cfg):
     assert_same(ref_report, ref, report, out)
 
 
+@pytest.mark.parametrize("cfg", [CFG, dataclasses.replace(CFG, keep="longest"),
+                                 dataclasses.replace(CFG, cluster="components")],
+                         ids=["first", "longest", "components"])
+def test_pairs_merged_a_few_rows_at_a_time_give_the_same_bytes(corpus, tmp_path, monkeypatch,
+                                                                cfg):
+    """The similar pairs of a range of first members (selection) and of a
+    chunk (assign) are merged from their sorted sources a slice of rows at
+    a time, so that the first copies of large clusters, which hold most
+    pairs, never bring them all at once: slices of five rows give the bytes
+    of the run that merged everything in one slice."""
+    from gpu_dedup.engine import plan as plan_module
+    paths = corpus[0]
+    ref = str(tmp_path / "ref")
+    ref_report = run(paths, ref, cfg)
+    assert pq.read_metadata(os.path.join(ref, "pairs.parquet")).num_rows > 100
+    asked = []
+
+    def five(self):
+        asked.append(1)
+        return 5
+    monkeypatch.setattr(plan_module.Plan, "pair_slice_rows", property(five))
+    out = str(tmp_path / "out")
+    report = run_staged(paths, out, cfg, memory_limit="96KiB")
+    assert_same(ref_report, ref, report, out)
+    assert asked
+
+
 def key_partition(keys: np.ndarray, parts: int) -> np.ndarray:
     """The key-space partition of each band key, as the band stage defines
     it (``kernels.buckets.keys_of_partition``): high bits, so that the hash

@@ -20,7 +20,7 @@ from ..stages.select import chaining_summary
 from ..stages.summaries import add_counts, merge_similarity, top_clusters, values_in_bins
 from ..arrays import pair_order, unique
 from . import layout, tasks
-from .assign_tasks import TOP, save_chunk, task_assign, task_cluster_sizes
+from .assign_tasks import TOP, save_chunk, task_assign, task_cluster_sizes, whole_pairs
 from .records import ScoreInputs
 
 #: The per-document and per-pair result arrays (:func:`~gpu_dedup.engine.layout.final_file`).
@@ -124,7 +124,8 @@ class AssignStage:
                                (c_dsim, dsim), (c_exact, exact)):
                 full[own] = part[t0:t1]
             parts.append(save_chunk(self.ctx, it, c_cluster, c_kept, c_dup, c_dsim, c_exact,
-                                    (ea[p0:p1], eb[p0:p1], sim[p0:p1], is_exact[p0:p1])))
+                                    whole_pairs(self.ctx, ea[p0:p1], eb[p0:p1], sim[p0:p1],
+                                                is_exact[p0:p1])))
         self.units["assign"] = self.units.get("assign", 0) + len(items)
         return parts, chaining
 

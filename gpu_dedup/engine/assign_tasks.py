@@ -17,16 +17,19 @@ few earlier ones they name.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..arrays import pair_order, unique
+from ..arrays import MappedColumn, merged_pair_slices, unique
 from ..stages.summaries import similarity_part, size_counts, top_clusters
 from . import layout
 from .tasks import Ctx
 
 #: The largest clusters each range of labels reports.
 TOP = 20
+#: The types of a chunk's pair columns (``layout.FINAL[4:]``).
+PAIR_DTYPES = (np.int64, np.int64, np.float64, np.bool_)
 
 
 def _slice(st, rel: str, lo: int, hi: int) -> np.ndarray:
@@ -97,59 +100,109 @@ def task_assign(item: dict, ctx: Ctx) -> dict:
     exact[docs[gone[survives[gone]]]] = True
     del docs, group, survives, best, gone, lost
     cluster = np.where(kept, np.arange(d0, d1, dtype=np.int64), dup)
-    pairs = _chunk_pairs(st, d0, d1, g0, g1, own)
+    pairs = _chunk_pairs(ctx, d0, d1, g0, g1, own)
     return save_chunk(ctx, item, cluster, kept, dup, dsim, exact, pairs)
 
 
-def _chunk_pairs(st, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> tuple:
+@dataclass
+class ChunkPairs:
+    """A chunk's pairs ``(a, b, similarity, exact)`` sorted by ``(a, b)``:
+    sorted sources (tuples of those four columns, arrays or memory maps)
+    merged a slice of ``cap`` rows at a time, so that no step holds them
+    all (a chunk of the first copies of large clusters has many)."""
+    sources: list
+    cap: int
+
+    @property
+    def count(self) -> int:
+        return sum(int(s[0].shape[0]) for s in self.sources)
+
+    def column(self, j: int, dtype):
+        """Column ``j`` in pair order, a slice at a time."""
+        for part in merged_pair_slices(self.sources, self.cap):
+            yield np.asarray(part[j], dtype=dtype)
+
+    def counts(self, context: int) -> dict:
+        """Exact pairs (all, and those whose second document is not of the
+        context), other pairs and their smallest similarity, read a slice
+        of each source at a time."""
+        exact = exact_new = fuzzy = 0
+        low = None
+        for a, b, sim, ex in self.sources:
+            n = int(a.shape[0])
+            for s in range(0, n, self.cap):
+                e = min(n, s + self.cap)
+                px = np.asarray(ex[s:e], dtype=bool)
+                exact += int(np.count_nonzero(px))
+                exact_new += int(np.count_nonzero(px & (np.asarray(b[s:e]) >= context)))
+                ps = np.asarray(sim[s:e], dtype=np.float64)[~px]
+                fuzzy += int(ps.size)
+                if ps.size:
+                    m = float(ps.min())
+                    low = m if low is None else min(low, m)
+        return {"exact_edges": exact_new, "all_exact_edges": exact, "fuzzy_edges": fuzzy,
+                "fuzzy_min": low}
+
+
+def whole_pairs(ctx: Ctx, a, b, sim, exact) -> ChunkPairs:
+    """Pairs held whole, sorted by ``(a, b)``, as a :class:`ChunkPairs`."""
+    return ChunkPairs([(a, b, sim, exact)], ctx.plan.pair_slice_rows)
+
+
+def _constant(values, value, dtype) -> MappedColumn:
+    return MappedColumn(values, lambda x: np.full(np.shape(x), value, dtype))
+
+
+def _chunk_pairs(ctx: Ctx, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> ChunkPairs:
     """The exact and the accepted pairs whose first document is in
-    ``d0 .. d1 - 1`` (its representatives ``own``, numbers ``g0 .. g1 - 1``):
-    ``(a, b, similarity, exact)``, sorted by ``(a, b)``."""
+    ``d0 .. d1 - 1`` (its representatives ``own``, numbers ``g0 .. g1 - 1``),
+    as two sorted sources read from the store a slice at a time: the exact
+    pairs (by representative, then member) and the accepted pairs of
+    representatives (in their order, which is the documents' order)."""
+    st = ctx.store
     p0, p1 = _between(st, layout.exact("pair_rep"), d0, d1)
-    ea = _slice(st, layout.exact("pair_rep"), p0, p1)
-    eb = _slice(st, layout.exact("pair_member"), p0, p1)
+    ea = st.load_npy(layout.exact("pair_rep"), mmap=True)[p0:p1]
+    eb = st.load_npy(layout.exact("pair_member"), mmap=True)[p0:p1]
     lo, hi = _between(st, layout.selected("accepted_a"), g0, g1)
-    u = _slice(st, layout.selected("accepted_a"), lo, hi)
-    v = _slice(st, layout.selected("accepted_b"), lo, hi)
-    fa = own[u - g0]
-    fb = _take(st, layout.exact("reps"), v)
-    scores = _slice(st, layout.selected("scores"), lo, hi)
-    a = np.concatenate([ea, fa])
-    b = np.concatenate([eb, fb])
-    sim = np.concatenate([np.ones(ea.size), scores])
-    ex = np.concatenate([np.ones(ea.size, dtype=bool), np.zeros(fa.size, dtype=bool)])
-    order = pair_order(a, b)
-    return a[order], b[order], sim[order], ex[order]
+    u = st.load_npy(layout.selected("accepted_a"), mmap=True)[lo:hi]
+    v = st.load_npy(layout.selected("accepted_b"), mmap=True)[lo:hi]
+    reps = st.load_npy(layout.exact("reps"), mmap=True)
+    scores = st.load_npy(layout.selected("scores"), mmap=True)[lo:hi]
+    exact = (ea, eb, _constant(ea, 1.0, np.float64), _constant(ea, True, bool))
+    accepted = (MappedColumn(u, lambda x: own[x - g0]),
+                MappedColumn(v, lambda x: np.asarray(reps[x], dtype=np.int64)),
+                scores, _constant(u, False, bool))
+    return ChunkPairs([exact, accepted], ctx.plan.pair_slice_rows)
 
 
-def save_chunk(ctx: Ctx, item: dict, cluster, kept, dup, dsim, exact, pairs) -> dict:
+def save_chunk(ctx: Ctx, item: dict, cluster, kept, dup, dsim, exact,
+               pairs: ChunkPairs) -> dict:
     """Write one chunk's results (documents ``item['d0'] ..``; ``exact``: the
-    removed ones whose kept document has their text; ``pairs`` as
-    :func:`_chunk_pairs` gives them) and return its numbers."""
+    removed ones whose kept document has their text; ``pairs``, its pairs)
+    and return its numbers."""
     st = ctx.store
     unit = layout.assign_chunk(item["key"])
     d0 = int(item["d0"])
     context = int(item["context"])
     n = kept.size
-    arrays = dict(zip(layout.FINAL, (cluster, kept, dup, dsim) + tuple(pairs)))
+    arrays = dict(zip(layout.FINAL[:4], (cluster, kept, dup, dsim)))
     own = np.arange(d0, d0 + n, dtype=np.int64)
     join = cluster != own
     targets, counts = unique(cluster[join], return_counts=True)
     removed = output_removed(kept, d0, context)
     arrays.update(zip(layout.TARGETS, (targets, counts.astype(np.int64),
                                        unique(cluster[removed]))))
-    files = [layout.final_file(item["key"], k) for k in arrays]
     for name, arr in arrays.items():
         st.save_npy(layout.final_file(item["key"], name), arr)
-    pa_, pb_, ps_, px_ = pairs
-    exact_edges = int(np.count_nonzero(px_ & (pb_ >= context)))
-    fuzzy = ps_[~px_]
+    total = pairs.count
+    for j, (name, dtype) in enumerate(zip(layout.FINAL[4:], PAIR_DTYPES)):
+        st.save_npy_pieces(layout.final_file(item["key"], name), pairs.column(j, dtype),
+                           dtype, total)
+    files = [layout.final_file(item["key"], k) for k in list(arrays) + list(layout.FINAL[4:])]
     meta = {"documents": n, "roots": int(n - np.count_nonzero(join)),
             "kept": int(np.count_nonzero(kept[max(0, context - d0):])),
             "exact_removed": int(np.count_nonzero(removed & exact)),
-            "exact_edges": exact_edges, "all_exact_edges": int(np.count_nonzero(px_)),
-            "fuzzy_edges": int(fuzzy.size),
-            "fuzzy_min": float(fuzzy.min()) if fuzzy.size else None,
+            **pairs.counts(context),
             "targets": int(targets.size),
             "removed_similarity": similarity_part(dsim[removed], float(ctx.cfg.threshold)),
             "pid": os.getpid()}

@@ -55,6 +55,11 @@ INTERPRET_MAX_BYTES = int(INTERPRET_SECONDS / INTERPRET_SECONDS_PER_BYTE)
 #: Inputs whose documents are not counted before they are read (compressed
 #: or remote files, Arrow IPC) run interpreted up to this many bytes.
 INTERPRET_BYTES = 512 << 10
+#: Bytes a pair takes while sorted pairs are merged and written a slice at
+#: a time (its columns, those of the sources' slices, the merge's order).
+PAIR_BYTES = 96
+#: A slice of merged pairs takes at most this share of a task's memory.
+PAIR_SLICE_SHARE = 8
 
 
 def interpreted_kernels(input_bytes: int, executor, backend, records: int | None = None) -> bool:
@@ -94,6 +99,13 @@ class Plan:
         for k in ("store", "input_bytes", "reason"):
             d.pop(k)
         return d
+
+    @property
+    def pair_slice_rows(self) -> int:
+        """Rows of a slice of pairs merged in order
+        (:func:`gpu_dedup.arrays.merged_pair_slices`): a chunk's pairs, or
+        those of a range of first members, however many there are."""
+        return max(1 << 12, int(self.task_bytes) // (PAIR_SLICE_SHARE * PAIR_BYTES))
 
     def describe(self) -> dict:
         d = asdict(self)

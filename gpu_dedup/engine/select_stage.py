@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from ..arrays import concat_csr, pair_order, pairs_ascend, unique
+from ..arrays import concat_csr, merged_pair_slices, pair_order, pairs_ascend, unique
 from ..memory import process_rss, release_memory
 from ..stages.select import WINDOW
 from ..stages.select_ranges import (RANK_BINS, RangeSelector, RangeState, heads_of,
@@ -199,24 +199,22 @@ class SelectStage:
         one range of first members after the other, less ``shift`` (ranks
         to positions) unless it is the scores. A range's pairs are sorted
         and their later members in the range, so range ``j``'s first members
-        are in slices of the pairs of ranges ``j`` and later."""
+        are in slices of the pairs of ranges ``j`` and later, merged a slice
+        of rows at a time (the first documents of large clusters have many)."""
         st = self.store
         for j in range(bounds.size - 1):
-            got = {"pair_a": [], "pair_b": [], name: []}   # each array read once
+            sources = []
             for k in ran:
                 if k < j:
                     continue
                 p = st.load_npy(layout.range_result(k, "pair_a"), mmap=True)
-                a, b = np.searchsorted(p, bounds[j:j + 2])
+                a, b = (int(x) for x in np.searchsorted(p, bounds[j:j + 2]))
                 del p
                 if b > a:
-                    for part, out in got.items():
-                        out.append(np.asarray(st.load_npy(layout.range_result(k, part),
-                                                          mmap=True)[a:b]))
-            if got["pair_a"]:
-                order = pair_order(np.concatenate(got["pair_a"]), np.concatenate(got["pair_b"]))
-                out = np.concatenate(got[name])[order]
-                yield out if name == "pair_scores" else out - shift
+                    sources.append(tuple(st.load_npy(layout.range_result(k, c), mmap=True)[a:b]
+                                         for c in ("pair_a", "pair_b", name)))
+            for part in merged_pair_slices(sources, self.plan.pair_slice_rows):
+                yield part[2] if name == "pair_scores" else part[2] - shift
 
     @staticmethod
     def _at(ranks: np.ndarray, pos_of_rank, rank0: int) -> np.ndarray:
@@ -326,7 +324,9 @@ class SelectStage:
                                ("pairs", (a, b, load("pair_scores").view(np.int64)))):
                 chunk = np.searchsorted(g, cols[0], side="right") - 1
                 for c in np.flatnonzero(np.bincount(chunk, minlength=C)):
-                    at = chunk == c
+                    at = np.flatnonzero(chunk == c)
+                    if name == "pairs":             # sorted, to be merged with the others
+                        at = at[pair_order(cols[0][at], cols[1][at])]
                     st.save_npy(layout.ranked_spill(k, int(c), name),
                                 np.stack([x[at] for x in cols]))
                     spills.setdefault((int(c), name), []).append(k)
@@ -346,10 +346,12 @@ class SelectStage:
                 yield piece
 
         def by_pair(col, dtype):
-            for c in range(C):
-                a, b, s = spilled(c, "pairs")
-                if a.size:
-                    yield (a, b, s.view(np.float64))[col][pair_order(a, b)].astype(dtype)
+            for c in range(C):         # each chunk's sorted parts merged a slice at a time
+                parts = [st.load_npy(layout.ranked_spill(k, c, "pairs"), mmap=True)
+                         for k in spills.get((c, "pairs"), [])]
+                for got in merged_pair_slices([tuple(p) for p in parts],
+                                              self.plan.pair_slice_rows):
+                    yield (got[col].view(np.float64) if col == 2 else got[col]).astype(dtype)
 
         for out, col, fill, dtype in (("rep_kept", 0, True, bool), ("rep_dup", 1, -1, np.int64),
                                       ("rep_sim", 2, np.nan, np.float64)):
