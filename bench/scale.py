@@ -590,7 +590,7 @@ def main(argv=None) -> int:
                         f"work directory), `--memory-limit {args.real_budget}`:\n\n{md}")
     if args.heavy:
         rows, md = run_scale(args, args.out, heavy=True)
-        text = (f"Generated short documents of about {args.heavy_mean_bytes} bytes with heavy "
+        text = (f"Generated documents of about {args.heavy_mean_bytes} bytes with heavy "
                 f"near-duplication (`bench/generate.py {' '.join(HEAVY)}`: made-up Zipfian "
                 f"words, dates and numbers; clusters of Pareto-distributed size up to 100,000 "
                 f"copies, each copy exact (20%) or edited: words substituted, inserted or "
@@ -602,7 +602,7 @@ def main(argv=None) -> int:
             save("heavy-duplication", text, {"rows": rows}, argv)
     if args.cluster:
         res, md = run_cluster(args, args.out)
-        corpus = (f"short documents of about {args.heavy_mean_bytes} bytes with heavy "
+        corpus = (f"documents of about {args.heavy_mean_bytes} bytes with heavy "
                   f"duplication (`bench/generate.py {' '.join(HEAVY)}`)" if args.cluster_heavy
                   else f"documents of about {args.mean_bytes} bytes (`bench/generate.py`)")
         text = (f"A Dask scheduler and {args.cluster_workers} workers on loopback, each its "

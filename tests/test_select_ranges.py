@@ -264,6 +264,73 @@ def test_batch_cuts_keep_a_key_in_one_batch():
                 assert np.unique(batch[at]).size == 1, (k, size)
 
 
+def test_scoring_batches_are_cut_by_the_texts_they_build(monkeypatch):
+    """A few documents far longer than the average, first by keep
+    priority, and no sets shared: each scoring batch builds the sets of
+    texts that fit its share
+    (not the number of pairs an average text would allow), and the result
+    is the run's that cut nothing."""
+    import pyarrow as pa
+
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import runner, tasks
+    from realtext import paragraphs
+    base = list(paragraphs()[:300])
+    long_ = [" ".join(base[i:i + 40]) for i in range(0, 120, 4)]   # about 40 times longer
+    texts = long_ + [t + " (copy)" for t in long_] + base + [t + " !" for t in base[::2]]
+    arr = pa.array(texts, pa.large_string())
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep="longest")
+    whole = deduplicate(arr, cfg)
+    built = []
+    real_sets = tasks.sets_of
+
+    def counting(ctx, be, documents, docs):
+        got = real_sets(ctx, be, documents, docs)
+        built.append((np.asarray(docs).size, int(got[1][-1])))
+        return got
+    monkeypatch.setattr(tasks, "sets_of", counting)
+    monkeypatch.setattr(runner, "MIN_BATCH_SET_BYTES", 0)
+    # no sets shared by the calls (as where they do not fit): every batch
+    # builds the sets of its own pairs
+    monkeypatch.setattr(runner.Runner, "_shared_sets", lambda self, positions: None)
+    part = 256 << 10
+    cut = deduplicate(arr, cfg, partition_bytes=part)
+    limit = part / 4
+    # a set holds about one value (8 bytes) a byte of text, a third of what
+    # a batch is charged for: a batch of several documents fits its limit
+    assert built and max(n for n, _ in built) > 1
+    assert all(8 * values <= limit for n, values in built if n > 2), built
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(cut, name), getattr(whole, name), err_msg=name)
+
+
+def test_pairs_taken_in_another_order_score_in_theirs(monkeypatch):
+    """Pairs sorted by the document they lack before they are cut into
+    batches get their scores back in their own order, also when the cut
+    leaves them in one batch."""
+    import pyarrow as pa
+
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import runner
+    from realtext import paragraphs
+    texts = list(paragraphs()[:400])
+    texts += [t + " (copy)" for t in texts[:400:2]] + [t[::-1] for t in texts[:100]]
+    arr = pa.array(texts, pa.large_string())
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8)
+    whole = deduplicate(arr, cfg)
+    cuts = []
+
+    def one_batch(key, size):
+        cuts.append(key.size)
+        return [(0, int(key.size))]
+    monkeypatch.setattr(runner, "MIN_SCORE_BATCH", 1)
+    monkeypatch.setattr(runner, "batch_cuts", one_batch)
+    got = deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert cuts and max(cuts) > 10
+    for name in ("kept", "duplicate_of", "similarity", "cluster"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(whole, name), err_msg=name)
+
+
 def test_the_lacking_document_of_a_pair():
     from gpu_dedup.engine.runner import lacking
     shared = np.array([1, 3], np.int64)                       # positions 1 and 3

@@ -59,6 +59,12 @@ _U64 = np.uint64
 #: The fewest pairs a scoring batch takes (below that, per-task overhead
 #: dominates).
 MIN_SCORE_BATCH = 1024
+#: Bytes the shingle sets built for a batch of pairs take per byte of their
+#: documents' texts (the raw hashes, then the sorted distinct ones).
+SET_BATCH_BYTES_PER_TEXT_BYTE = 24
+#: A batch's sets may always take this much, whatever the budget: below it,
+#: the cost of a task outweighs what it scores.
+MIN_BATCH_SET_BYTES = 16 << 20
 
 
 def lacking(pairs: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
@@ -320,8 +326,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         documents of a few neighbouring chunks, and each such document is
         built by one batch, not by every batch that reads it."""
         cfg = self.cfg
-        if cfg.similarity == "jaccard" and cfg.verify:
-            per_doc = self.avg_text * 24 + 96
+        jaccard = cfg.similarity == "jaccard" and cfg.verify
+        if jaccard:
+            per_doc = self.avg_text * SET_BATCH_BYTES_PER_TEXT_BYTE + 96
         else:
             per_doc = cfg.num_perm * (cfg.signature_bits // 8) * 2 + 32
         # at least 1,024 edges a batch (below that, per-task overhead dominates),
@@ -336,13 +343,38 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         n = edges.shape[1]
         if self.ex.concurrency > 1:
             size = max(MIN_SCORE_BATCH, min(size, -(-n // self.ex.concurrency)))
-        if n <= size:
-            return [edges], None
         shared = None if sets is None else tasks.host(self.be, sets[0])
+        # the sets a batch builds weigh what their own texts do, not what
+        # the corpus's average would: the first documents by priority, or
+        # those of a large cluster, can be many times longer
+        limit = max(task_bytes / 4, MIN_BATCH_SET_BYTES)
+        if n <= size and not (jaccard and self._built_bytes(edges, shared) > limit):
+            return [edges], None
         key = lacking(edges, shared)
         order = stable_order(key)
         edges, key = edges[:, order], key[order]
-        return [np.ascontiguousarray(edges[:, s:e]) for s, e in batch_cuts(key, size)], order
+        cuts = batch_cuts(key, size)
+        if jaccard:
+            cuts = [c for s, e in cuts for c in self._within(edges, shared, s, e, limit)]
+        return [np.ascontiguousarray(edges[:, s:e]) for s, e in cuts], order
+
+    def _built_bytes(self, edges: np.ndarray, shared) -> float:
+        """What the shingle sets a batch of ``edges`` builds take: those of
+        its documents not among the ``shared`` positions."""
+        docs = unique(edges.reshape(-1))
+        if shared is not None:
+            docs = docs[tasks.row_in(shared, docs) < 0]
+        return float(self._text_bytes(docs).sum() * SET_BATCH_BYTES_PER_TEXT_BYTE
+                     + 96 * docs.size)
+
+    def _within(self, edges: np.ndarray, shared, s: int, e: int, limit: float) -> list:
+        """The batch ``s .. e`` of ``edges``, halved until the sets each part
+        builds fit ``limit`` (or it is one pair)."""
+        if e - s > 1 and self._built_bytes(edges[:, s:e], shared) > limit:
+            m = (s + e) // 2
+            return self._within(edges, shared, s, m, limit) + self._within(edges, shared, m, e,
+                                                                          limit)
+        return [(s, e)]
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0,
                 share=None):
@@ -397,9 +429,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 self.ex.map(tasks.task_score,
                             [(batches[i], floor) if floor else batches[i] for i in todo],
                             self.ctx, held[0], on_done=on_done)
-            if len(out) == 1:
+            if order is None:                # the pairs as they came, in one batch
                 return out[0]
-            scores = np.empty(pairs.shape[1], np.float64)
+            scores = np.empty(pairs.shape[1], np.float64)     # taken in another order
             scores[order] = np.concatenate(out)
             return scores
 
@@ -462,20 +494,39 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 del lengths
         return out
 
+    def _text_bytes(self, positions: np.ndarray) -> np.ndarray:
+        """The bytes of text of the representatives at ``positions``
+        (sorted), from their chunks' text offsets."""
+        docs = np.asarray(self.reps[positions], dtype=np.int64)
+        out = np.zeros(docs.size, np.int64)
+        at = np.searchsorted(docs, self.doc_starts)
+        for ci, c in enumerate(self.chunks):
+            a, b = int(at[ci]), int(at[ci + 1])
+            if b > a:
+                off, _ = self.store.buffers(layout.chunk_file(c["key"], layout.TEXT))
+                local = docs[a:b] - int(self.doc_starts[ci])
+                out[a:b] = np.asarray(off[local + 1]) - np.asarray(off[local])
+                del off
+        return out
+
     def _shared_sets(self, positions: np.ndarray):
         """The shingle sets of the representatives at ``positions`` (sorted),
-        built once, chunk by chunk, when this process's tasks can read them
-        and they fit a quarter of the budget (about 12 bytes a text byte):
-        every round's scoring then reads them instead of building sets
-        again (a task builds those of the documents they lack). None
-        otherwise (tasks then build the sets of their own batch). The
-        handle's first array is the positions, sorted."""
+        built once, chunk by chunk, when this process's tasks can read them:
+        all of them, or on a disk store those of the first that fit a
+        quarter of the budget (about 12 bytes a byte of their texts). Every
+        round's scoring then reads them instead of building sets again (a
+        task builds those of the documents they lack). None when none are
+        (tasks then build the sets of their own batch). The handle's first
+        array is the positions, sorted."""
         cfg = self.cfg
         if (not self.ex.shared_memory or not positions.size
                 or not (cfg.verify and cfg.similarity == "jaccard")):
             return None
-        need = positions.size * self.avg_text * SET_BYTES_PER_TEXT_BYTE
-        if self.store.kind != "memory" and need > self.plan.budget / 4:
-            return None
+        if self.store.kind != "memory":
+            need = np.cumsum(self._text_bytes(positions) * SET_BYTES_PER_TEXT_BYTE + 16)
+            positions = positions[:int(np.searchsorted(need, self.plan.budget / 4,
+                                                        side="right"))]
+            if not positions.size:
+                return None
         _, so, sv = tasks.sets_of(self.ctx, self.be, self.docs, self.reps[positions])
         return np.ascontiguousarray(positions, dtype=np.int64), so, sv
