@@ -79,6 +79,22 @@ def lacking(pairs: np.ndarray, shared: np.ndarray | None) -> np.ndarray:
     return np.where(has_a & (tasks.row_in(shared, ib) < 0), ib, ia)
 
 
+def _built(edges: np.ndarray, cost: tuple) -> float:
+    """What the shingle sets a batch of ``edges`` builds take
+    (``cost``: :meth:`Runner._set_costs` of its call)."""
+    docs, each = cost
+    return float(each[np.searchsorted(docs, unique(edges.reshape(-1)))].sum())
+
+
+def _within(edges: np.ndarray, cost: tuple, s: int, e: int, limit: float) -> list:
+    """The batch ``s .. e`` of ``edges``, halved until the sets each part
+    builds fit ``limit`` (or it is one pair)."""
+    if e - s > 1 and _built(edges[:, s:e], cost) > limit:
+        m = (s + e) // 2
+        return _within(edges, cost, s, m, limit) + _within(edges, cost, m, e, limit)
+    return [(s, e)]
+
+
 def batch_cuts(key: np.ndarray, size: int) -> list[tuple[int, int]]:
     """``(start, stop)`` of the batches of pairs sorted by ``key``: about
     ``size`` pairs each, cut where the key changes, so that the pairs of one
@@ -348,33 +364,26 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         # the corpus's average would: the first documents by priority, or
         # those of a large cluster, can be many times longer
         limit = max(task_bytes / 4, MIN_BATCH_SET_BYTES)
-        if n <= size and not (jaccard and self._built_bytes(edges, shared) > limit):
+        cost = self._set_costs(edges, shared) if jaccard else None
+        if n <= size and not (cost is not None and _built(edges, cost) > limit):
             return [edges], None
         key = lacking(edges, shared)
         order = stable_order(key)
         edges, key = edges[:, order], key[order]
         cuts = batch_cuts(key, size)
-        if jaccard:
-            cuts = [c for s, e in cuts for c in self._within(edges, shared, s, e, limit)]
+        if cost is not None:
+            cuts = [c for s, e in cuts for c in _within(edges, cost, s, e, limit)]
         return [np.ascontiguousarray(edges[:, s:e]) for s, e in cuts], order
 
-    def _built_bytes(self, edges: np.ndarray, shared) -> float:
-        """What the shingle sets a batch of ``edges`` builds take: those of
-        its documents not among the ``shared`` positions."""
+    def _set_costs(self, edges: np.ndarray, shared) -> tuple:
+        """The documents of ``edges`` (sorted) and the bytes the shingle set
+        of each takes when a batch builds it (0 for those among the
+        ``shared`` positions, which are read, not built): read once a call."""
         docs = unique(edges.reshape(-1))
+        cost = self._text_bytes(docs) * SET_BATCH_BYTES_PER_TEXT_BYTE + 96
         if shared is not None:
-            docs = docs[tasks.row_in(shared, docs) < 0]
-        return float(self._text_bytes(docs).sum() * SET_BATCH_BYTES_PER_TEXT_BYTE
-                     + 96 * docs.size)
-
-    def _within(self, edges: np.ndarray, shared, s: int, e: int, limit: float) -> list:
-        """The batch ``s .. e`` of ``edges``, halved until the sets each part
-        builds fit ``limit`` (or it is one pair)."""
-        if e - s > 1 and self._built_bytes(edges[:, s:e], shared) > limit:
-            m = (s + e) // 2
-            return self._within(edges, shared, s, m, limit) + self._within(edges, shared, m, e,
-                                                                          limit)
-        return [(s, e)]
+            cost[tasks.row_in(shared, docs) >= 0] = 0
+        return docs, cost
 
     def _scorer(self, prefix: str, stage: str, inputs: ScoreInputs, floor: float = 0.0,
                 share=None):
@@ -480,34 +489,31 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 "unresolved": er.unresolved, "verified": int(er.accepted.size),
                 "units": max(1, score.calls[0])}
 
-    def _lengths_at(self, positions: np.ndarray) -> np.ndarray:
-        """The lengths in code points (``keep="longest"``) of the documents
-        at ``positions`` (sorted), read chunk by chunk."""
-        out = np.zeros(positions.size, np.int64)
-        at = np.searchsorted(positions, self.doc_starts)
-        for ci, c in enumerate(self.chunks):
-            a, b = int(at[ci]), int(at[ci + 1])
-            if b > a:
-                lengths = self.store.load_npy(layout.chunk_file(c["key"], layout.LENGTHS),
-                                              mmap=True)
-                out[a:b] = lengths[positions[a:b] - int(self.doc_starts[ci])]
-                del lengths
-        return out
-
-    def _text_bytes(self, positions: np.ndarray) -> np.ndarray:
-        """The bytes of text of the representatives at ``positions``
-        (sorted), from their chunks' text offsets."""
-        docs = np.asarray(self.reps[positions], dtype=np.int64)
+    def _per_chunk(self, docs: np.ndarray, read) -> np.ndarray:
+        """An int64 value of each of the documents ``docs`` (sorted), read
+        chunk by chunk: ``read(key, local)`` gives those of a chunk's
+        documents at its own positions ``local``."""
         out = np.zeros(docs.size, np.int64)
         at = np.searchsorted(docs, self.doc_starts)
         for ci, c in enumerate(self.chunks):
             a, b = int(at[ci]), int(at[ci + 1])
             if b > a:
-                off, _ = self.store.buffers(layout.chunk_file(c["key"], layout.TEXT))
-                local = docs[a:b] - int(self.doc_starts[ci])
-                out[a:b] = np.asarray(off[local + 1]) - np.asarray(off[local])
-                del off
+                out[a:b] = read(c["key"], docs[a:b] - int(self.doc_starts[ci]))
         return out
+
+    def _lengths_at(self, positions: np.ndarray) -> np.ndarray:
+        """The lengths in code points (``keep="longest"``) of the documents
+        at ``positions`` (sorted)."""
+        return self._per_chunk(positions, lambda key, local: self.store.load_npy(
+            layout.chunk_file(key, layout.LENGTHS), mmap=True)[local])
+
+    def _text_bytes(self, positions: np.ndarray) -> np.ndarray:
+        """The bytes of text of the representatives at ``positions``
+        (sorted), from their chunks' text offsets."""
+        def read(key, local):
+            off, _ = self.store.buffers(layout.chunk_file(key, layout.TEXT))
+            return np.asarray(off[local + 1]) - np.asarray(off[local])
+        return self._per_chunk(np.asarray(self.reps[positions], dtype=np.int64), read)
 
     def _shared_sets(self, positions: np.ndarray):
         """The shingle sets of the representatives at ``positions`` (sorted),
