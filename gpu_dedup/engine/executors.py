@@ -305,8 +305,11 @@ class DaskCluster(Executor):
         from distributed import as_completed
         if not items:
             return []
-        # the arguments (the run's context) go to every worker once per call
+        # the arguments (the run's context) go to every worker once per call;
+        # the items (a batch of pairs may weigh megabytes) are sent as data,
+        # each to one worker, not inside the task graph
         shared = [self.client.scatter(a, broadcast=True, hash=False) for a in args]
+        items = self.client.scatter(list(items), hash=False)
         futures = self.client.map(fn, items, *[[s] * len(items) for s in shared], pure=False)
         index = {f.key: i for i, f in enumerate(futures)}
         out = [None] * len(items)
