@@ -292,7 +292,7 @@ def test_scoring_batches_are_cut_by_the_texts_they_build(monkeypatch):
     monkeypatch.setattr(runner, "MIN_BATCH_SET_BYTES", 0)
     # no sets shared by the calls (as where they do not fit): every batch
     # builds the sets of its own pairs
-    monkeypatch.setattr(runner.Runner, "_shared_sets", lambda self, positions: None)
+    monkeypatch.setattr(runner.Runner, "_shared_sets", lambda self, positions, unit: None)
     part = 256 << 10
     cut = deduplicate(arr, cfg, partition_bytes=part)
     limit = part / 4

@@ -426,6 +426,18 @@ def embed_chunk(key: str) -> str:
 EMBEDDINGS = "embeddings.npy"
 
 
+#: The files of a scorer's stored shingle sets (:func:`shared_sets`): the
+#: representatives' positions (sorted), each set's offset, the sets' values.
+SETS = ("positions.npy", "offsets.npy", "values.npy")
+
+
+def shared_sets(prefix: str) -> str:
+    """The unit of the shingle sets a scorer whose batches live under
+    ``prefix`` shares with tasks in other processes (:data:`SETS`); deleted
+    when the scorer is done with them."""
+    return f"{prefix}/sets"
+
+
 def score_batch(prefix: str, call: int, i: int) -> str:
     """The unit of batch ``i`` of call ``call`` of a scorer whose batches
     live under ``prefix`` (:data:`SELECT_BATCHES`, :data:`ASSIGN_BATCHES`)."""

@@ -89,9 +89,34 @@ class ScoreInputs:
         blocks: the signature :class:`Blocks` (signature scoring).
         sets: the shingle sets ``(positions, set_offsets, values)`` of
             representatives (their positions sorted) built once for this
-            process's tasks, or None (each task builds its batch's).
+            process's tasks; or :class:`StoredSets`, built once into the
+            store for tasks in other processes; or None (each task builds
+            its batch's).
     """
 
     docs: Documents
     blocks: Blocks
-    sets: tuple | None = None
+    sets: "tuple | StoredSets | None" = None
+
+
+@dataclass(frozen=True)
+class StoredSets:
+    """Shingle sets of representatives saved in the store as the files of
+    ``unit`` (:data:`gpu_dedup.engine.layout.SETS`), for scoring tasks that
+    run in other processes: each maps them instead of building them again.
+
+    Attributes:
+        unit: the store unit that holds them.
+        positions: the representatives' positions (sorted), also saved.
+    """
+
+    unit: str
+    positions: np.ndarray
+
+
+def set_positions(sets) -> np.ndarray | None:
+    """The sorted representative positions whose sets ``sets`` holds (a
+    handle, :class:`StoredSets` or None)."""
+    if sets is None:
+        return None
+    return sets.positions if isinstance(sets, StoredSets) else sets[0]

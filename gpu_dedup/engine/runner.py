@@ -47,8 +47,9 @@ from . import bucket_tasks, exact_tasks, layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .outputs import RunOutputs
-from .records import Blocks, Documents, ScoreInputs
+from .records import Blocks, Documents, ScoreInputs, StoredSets, set_positions
 from .select_stage import SET_BYTES_PER_TEXT_BYTE, SelectStage
+from .store import DamagedWorkFile
 from .tasks import BandKeys, edges_digest
 
 log = logging.getLogger("gpu_dedup")
@@ -359,7 +360,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         n = edges.shape[1]
         if self.ex.concurrency > 1:
             size = max(MIN_SCORE_BATCH, min(size, -(-n // self.ex.concurrency)))
-        shared = None if sets is None else tasks.host(self.be, sets[0])
+        shared = None if sets is None else tasks.host(self.be, set_positions(sets))
         # the sets a batch builds weigh what their own texts do, not what
         # the corpus's average would: the first documents by priority, or
         # those of a large cluster, can be many times longer
@@ -445,6 +446,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             return scores
 
         def release():
+            if held[0] is not None and isinstance(held[0].sets, StoredSets):
+                st.forget(held[0].sets.unit)
             held[0] = None
 
         score.calls = calls
@@ -473,7 +476,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         st = self.store
         first = st.load_npy(layout.FIRST_ROUND)
         ia, ib = unpack_edges(first)
-        inputs = ScoreInputs(docs, blocks, self._shared_sets(unique(np.concatenate([ia, ib]))))
+        inputs = ScoreInputs(docs, blocks, self._shared_sets(
+            unique(np.concatenate([ia, ib])), layout.shared_sets(layout.SELECT_BATCHES)))
         score = self._scorer(layout.SELECT_BATCHES, "select", inputs)
         del ia, ib
         keys = BandKeys(self.ctx, blocks, self.R, cfg.bands)
@@ -515,24 +519,41 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             return np.asarray(off[local + 1]) - np.asarray(off[local])
         return self._per_chunk(np.asarray(self.reps[positions], dtype=np.int64), read)
 
-    def _shared_sets(self, positions: np.ndarray):
+    def _shared_sets(self, positions: np.ndarray, unit: str):
         """The shingle sets of the representatives at ``positions`` (sorted),
-        built once, chunk by chunk, when this process's tasks can read them:
-        all of them, or on a disk store those of the first that fit a
-        quarter of the budget (about 12 bytes a byte of their texts). Every
-        round's scoring then reads them instead of building sets again (a
-        task builds those of the documents they lack). None when none are
-        (tasks then build the sets of their own batch). The handle's first
-        array is the positions, sorted."""
+        built once, chunk by chunk, for every round of a scorer's calls to
+        read instead of building them again (a task builds those of the
+        documents they lack). When this process's tasks can read them,
+        they are built here: all of them, or on a disk store those of the
+        first that fit a quarter of the budget (about 12 bytes a byte of
+        their texts). When the tasks run in other processes, a task builds
+        those of the first that fit half a task's share into the store, as
+        the files of ``unit`` (:class:`~gpu_dedup.engine.records.StoredSets`),
+        and every scoring task maps them. None when none are (tasks then
+        build the sets of their own batch). The handle's positions are
+        sorted (:func:`~gpu_dedup.engine.records.set_positions`)."""
         cfg = self.cfg
-        if (not self.ex.shared_memory or not positions.size
-                or not (cfg.verify and cfg.similarity == "jaccard")):
+        st = self.store
+        if (not positions.size or not (cfg.verify and cfg.similarity == "jaccard")
+                or (not self.ex.shared_memory and st.kind == "memory")):
             return None
-        if self.store.kind != "memory":
+        if st.kind != "memory":
+            room = self.plan.budget / 4 if self.ex.shared_memory else self.plan.task_bytes / 2
             need = np.cumsum(self._text_bytes(positions) * SET_BYTES_PER_TEXT_BYTE + 16)
-            positions = positions[:int(np.searchsorted(need, self.plan.budget / 4,
-                                                        side="right"))]
+            positions = positions[:int(np.searchsorted(need, room, side="right"))]
             if not positions.size:
                 return None
+        positions = np.ascontiguousarray(positions, dtype=np.int64)
+        if not self.ex.shared_memory:
+            digest = tasks.edges_digest(positions)
+            meta = st.done(unit)
+            if meta is None or meta.get("digest") != digest:
+                self.ex.map(tasks.task_store_sets, [(unit, positions)], self.ctx, self.docs)
+                meta = st.done(unit)        # checks the files it lists, and keeps their sums
+                if meta is None or meta.get("digest") != digest:
+                    raise DamagedWorkFile(f"{unit}: the shingle sets saved for the scoring "
+                                          f"tasks are missing or damaged; run the same "
+                                          f"command again")
+            return StoredSets(unit, positions)
         _, so, sv = tasks.sets_of(self.ctx, self.be, self.docs, self.reps[positions])
-        return np.ascontiguousarray(positions, dtype=np.int64), so, sv
+        return positions, so, sv

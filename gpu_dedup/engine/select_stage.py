@@ -158,8 +158,9 @@ class SelectStage:
                 own = self._own_positions(ranks, int(bounds[k]), pos_of_rank, rank0)
                 score = self._scorer(layout.range_batches(k), "select",
                                      ScoreInputs(docs, blocks), floor,
-                                     share=lambda pos, own=own: self._shared_sets(
-                                         np.intersect1d(pos, own, assume_unique=True)))
+                                     share=lambda pos, own=own, k=k: self._shared_sets(
+                                         np.intersect1d(pos, own, assume_unique=True),
+                                         layout.shared_sets(layout.range_batches(k))))
                 held.append(score)
 
                 def score_ranks(pairs):

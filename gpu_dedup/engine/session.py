@@ -20,7 +20,8 @@ from ..memory import PeakMonitor, parse_size
 from .executors import make_executor
 from .plan import Plan, make_plan
 from ..io.fs import is_url
-from .store import FORMAT_VERSION, DiskStore, MemoryStore, RemoteStore, work_dir_for
+from .remote_store import RemoteStore
+from .store import FORMAT_VERSION, DiskStore, MemoryStore, work_dir_for
 
 log = logging.getLogger("gpu_dedup")
 

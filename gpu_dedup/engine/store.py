@@ -158,6 +158,11 @@ class MemoryStore:
         with self._lock:
             self._items.pop(rel, None)
 
+    def forget(self, unit: str) -> None:
+        """Forget the completed ``unit`` (its files are discarded by name)."""
+        with self._lock:
+            self._done.pop(unit, None)
+
     def save_arrow(self, rel: str, columns: dict) -> None:
         with self._lock:
             self._items[rel] = pa.table(columns)
@@ -445,6 +450,17 @@ class DiskStore:
             except FileNotFoundError:
                 pass
 
+    def forget(self, unit: str) -> None:
+        """Delete the completed ``unit``: its marker, then the files it
+        lists that this run wrote or checked (never others)."""
+        got = self._marker(unit)
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(os.path.join(self.root, unit + MARKER))
+        for rel in (got[1] if got else ()):
+            self.discard(rel)
+        with contextlib.suppress(OSError):          # its folder, when now empty
+            os.rmdir(os.path.join(self.root, unit))
+
     def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
         """``rel``: the stored 1-d arrays ``parts`` end to end, written a part
         at a time (never all in memory)."""
@@ -477,7 +493,8 @@ class DiskStore:
     def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
         path = self._checked(rel)
         try:
-            return np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
+            return np.load(path, mmap_mode=("c" if mmap == "c" else "r") if mmap else None,
+                           allow_pickle=False)
         except FileNotFoundError:
             raise self._damaged(path, "missing") from None
         except (OSError, ValueError, EOFError) as exc:
@@ -521,79 +538,3 @@ class DiskStore:
 
     def exists(self, rel: str) -> bool:
         return os.path.exists(self._local(rel))
-
-
-class RemoteStore(DiskStore):
-    """A work directory on object storage (``--work-dir s3://...``).
-
-    Artifacts are written to and read from a local cache folder; a completed
-    unit's new files are uploaded, then its marker, so the remote copy only
-    ever holds complete units. A rerun (anywhere) resumes from the remote
-    markers, fetching each file on first read, and checks it as a local run
-    does: a remote file that does not match its marker makes its unit be
-    computed (and uploaded) again. The cache is removed when the store
-    closes.
-    """
-
-    def __init__(self, url: str, cache: str | None = None):
-        import tempfile
-        self.url = str(url).rstrip("/")
-        if cache is None:
-            cache = os.path.join(tempfile.gettempdir(), "gpu-dedup-cache", digest(self.url))
-        super().__init__(cache)
-        self._pending: set = set()
-        self._plock = threading.Lock()
-
-    def __getstate__(self):
-        return {"root": self.root, "url": self.url}
-
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        self._pending = set()
-        self._plock = threading.Lock()
-
-    def close(self) -> None:
-        super().close()
-        shutil.rmtree(self.root, ignore_errors=True)
-
-    def remove(self) -> None:
-        from ..io import fs
-        for u in fs.listdir(self.url, quiet=True):
-            fs.delete(u)
-        self.close()
-
-    def path(self, rel: str) -> str:
-        with self._plock:
-            self._pending.add(rel)
-        return super().path(rel)
-
-    def _local(self, rel: str) -> str:
-        """The cached copy of ``rel``, fetched on first use (absent when the
-        remote one is)."""
-        from ..io import fs
-        local = os.path.join(self.root, rel)
-        if not os.path.exists(local):
-            url = f"{self.url}/{rel}"
-            if fs.exists(url):
-                os.makedirs(os.path.dirname(local), exist_ok=True)
-                write_atomic(local, lambda tmp: fs.download(url, tmp))
-        return local
-
-    def discard(self, rel: str) -> None:
-        """Delete the cached ``rel`` before it is ever uploaded."""
-        with self._plock:
-            self._pending.discard(rel)
-        super().discard(rel)
-
-    def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
-        from ..io import fs
-        with self._plock:
-            ready = sorted(r for r in self._pending
-                           if os.path.exists(os.path.join(self.root, r)))
-            self._pending.difference_update(ready)
-        for rel in ready:
-            fs.upload(os.path.join(self.root, rel), f"{self.url}/{rel}")
-        super().mark_done(unit, meta, files, units)
-        with self._plock:
-            self._pending.discard(unit + MARKER)
-        fs.upload(os.path.join(self.root, unit + MARKER), f"{self.url}/{unit}{MARKER}")

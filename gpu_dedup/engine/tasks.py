@@ -37,7 +37,7 @@ The tasks of each stage of :class:`gpu_dedup.engine.runner.Runner`:
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,8 @@ from ..stages.signatures import signatures
 from . import layout
 from .bounds import bound_rows, gather_rows, uses_bounds
 from .plan import Plan
-from .records import Blocks, Documents, ScoreInputs
+from .records import Blocks, Documents, ScoreInputs, StoredSets
+from .store import DamagedWorkFile
 
 _U64 = np.uint64
 
@@ -331,6 +332,8 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
         raise ValueError(f"pairs to score come as an array (2, n), not {edges.shape}")
     ia, ib = edges[0], edges[1]
     if cfg.similarity == "jaccard" and cfg.verify:
+        if isinstance(inputs.sets, StoredSets):
+            inputs = replace(inputs, sets=open_sets(ctx.store, inputs.sets))
         if inputs.sets is not None:
             return _score_with(ctx, be, inputs, ia, ib, floor)
         pos = unique(np.concatenate([ia, ib]))
@@ -342,6 +345,41 @@ def task_score(item, ctx: Ctx, inputs: ScoreInputs) -> np.ndarray:
     return np.asarray(host(be, be.signature_agreement(sig, np.searchsorted(pos, ia),
                                                       np.searchsorted(pos, ib))),
                       dtype=np.float64)
+
+
+def task_store_sets(item, ctx: Ctx, documents: Documents) -> int:
+    """Build the shingle sets of the representatives at ``positions``
+    (sorted) and save them as the files of ``unit`` (``item``: ``(unit,
+    positions)``), for the scoring tasks of other processes to map
+    (:func:`open_sets`); its marker records their digest. Returns how
+    many sets it saved."""
+    unit, positions = item
+    positions = np.ascontiguousarray(positions, dtype=np.int64)
+    be = backend_of(ctx)
+    _, so, sv = sets_of(ctx, be, documents, _docs_at(ctx, positions))
+    names = layout.files(unit, layout.SETS)
+    for name, arr in zip(names, (positions, host(be, so), host(be, sv))):
+        ctx.store.save_npy(name, arr)
+    del so, sv
+    ctx.store.mark_done(unit, {"sets": int(positions.size),
+                               "digest": edges_digest(positions)}, names)
+    return int(positions.size)
+
+
+def open_sets(store, stored: StoredSets) -> tuple:
+    """The handle ``(positions, set_offsets, values)`` of sets saved by
+    :func:`task_store_sets`, mapped (pages are read as the rows are), once
+    their files are checked to be sets of ``stored.positions``."""
+    pos, off, val = (store.load_npy(n, mmap="c") for n in layout.files(stored.unit, layout.SETS))
+    n = stored.positions.size
+    if (pos.shape != (n,) or off.shape != (n + 1,) or val.ndim != 1
+            or (n and (int(off[0]) != 0 or int(off[-1]) != val.size
+                       or int(pos[0]) != int(stored.positions[0])
+                       or int(pos[-1]) != int(stored.positions[-1])))):
+        raise DamagedWorkFile(f"{os.path.join(str(store.root), stored.unit)}: damaged work "
+                              f"files (not the shingle sets of {n:,} documents); run the same "
+                              f"command again")
+    return pos, off, val
 
 
 def _docs_at(ctx: Ctx, positions: np.ndarray) -> np.ndarray:
