@@ -34,6 +34,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -551,9 +552,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 self.ex.map(tasks.task_store_sets, [(unit, positions)], self.ctx, self.docs)
                 meta = st.done(unit)        # checks the files it lists, and keeps their sums
                 if meta is None or meta.get("digest") != digest:
-                    raise DamagedWorkFile(f"{unit}: the shingle sets saved for the scoring "
-                                          f"tasks are missing or damaged; run the same "
-                                          f"command again")
+                    raise DamagedWorkFile(f"{os.path.join(str(st.root), unit)}: the shingle "
+                                          f"sets saved for the scoring tasks are missing or "
+                                          f"damaged; run the same command again")
             return StoredSets(unit, positions)
         _, so, sv = tasks.sets_of(self.ctx, self.be, self.docs, self.reps[positions])
         return positions, so, sv

@@ -147,7 +147,7 @@ class MemoryStore:
             raise ValueError(f"{rel}: {arr.size} elements written, {count} announced")
         self.save_npy(rel, arr)
 
-    def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
+    def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         return self._items[rel]
 
     def uncache(self, rels) -> None:
@@ -490,7 +490,9 @@ class DiskStore:
         path = self.path(rel)
         self._record(rel, _write_atomically(path, write), path)
 
-    def load_npy(self, rel: str, mmap: bool = False) -> np.ndarray:
+    def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
+        """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
+        ``"c"``: copy-on-write, typed as a writable array by the kernels)."""
         path = self._checked(rel)
         try:
             return np.load(path, mmap_mode=("c" if mmap == "c" else "r") if mmap else None,
