@@ -49,7 +49,7 @@ from .arrays import unique
 from .config import parse_normalize
 from .errors import ConfigError
 from .kernels.jit import njit
-from .kernels.primitives import intersect_sorted
+from .kernels.runs import intersect_sorted
 from .kernels.threads import for_range
 from .kernels.threads import threads as kernel_threads
 

@@ -41,6 +41,7 @@ from numba import cuda
 from . import greedy as _greedy
 from . import hashing as _hashing
 from . import primitives as _prim
+from . import runs as _runs
 from . import substr as _substr
 from . import text as _text
 from .simulator import SIMULATOR, shared as _shared
@@ -69,7 +70,7 @@ _fold_minima = _shared(_prim.fold_minima)
 _fold_minima_top32 = _shared(_prim.fold_minima_top32)
 _band_key = _shared(_prim.band_key)
 _agreement = _shared(_prim.agreement)
-_jaccard_runs = _shared(_prim.jaccard_runs)
+_jaccard_runs = _shared(_runs.jaccard_runs)
 _roll_start = _shared(_substr.roll_start)
 _window_one = _shared(_greedy.window_one)
 _decide_one = _shared(_greedy.decide_one)

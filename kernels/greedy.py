@@ -38,7 +38,8 @@ import numpy as np
 from .jit import njit
 
 from .hashing import U64, fmix64
-from .primitives import find_sorted, smaller
+from .primitives import smaller
+from .runs import find_sorted
 from .sorting import gather_runs, sorted_unique
 from .threads import for_range
 

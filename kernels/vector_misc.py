@@ -17,7 +17,8 @@ import numpy as np
 from .buckets import BUCKET_MUL as _BUCKET_MUL, BUCKET_SALT as _BUCKET_SALT
 from .densify import TABLE_PROBES
 from .hashing import GOLDEN, MIX_1, MIX_2, U64
-from .primitives import BOUND_BINS, BOUND_WORDS, runs_intersect_at_least
+from .primitives import BOUND_BINS, BOUND_WORDS
+from .runs import runs_intersect_at_least
 
 _S27 = U64(27)
 _S30 = U64(30)
@@ -250,7 +251,7 @@ def rows_of(keys, first, shift, queries, out, t0, t1):
 
 
 def _stop_count(hit, need):
-    """The count :func:`kernels.primitives.runs_intersect_at_least` returns
+    """The count :func:`kernels.runs.runs_intersect_at_least` returns
     when it stops for want of one run's values; ``hit`` tells which values
     of that run (ascending, distinct) the other holds. Before each step the
     merge checks that the matches so far plus the values left in the run
@@ -271,7 +272,7 @@ def _stop_count(hit, need):
 
 
 def _merge_count(va, a0, a1, vb, b0, b1, need):
-    """:func:`kernels.primitives.runs_intersect_at_least` of two strictly
+    """:func:`kernels.runs.runs_intersect_at_least` of two strictly
     ascending runs, by whole-array steps: the full intersection, unless the
     merge stops early, for want of either run's values (:func:`_stop_count`;
     the earlier stop, the smaller count). Runs that are not strictly
@@ -348,7 +349,7 @@ PAIR_VALUES = 256
 
 
 def _intersections(ra, a0, na, rb, b0, nb, need, val1, val2):
-    """What :func:`kernels.primitives.runs_intersect_at_least` returns for
+    """What :func:`kernels.runs.runs_intersect_at_least` returns for
     each pair of runs ``ra[t]`` (from ``a0[t]``, ``na[t]`` long) and
     ``rb[t]`` with ``need[t]``, every pair at once: the values of both runs
     of every pair sorted together find the matches, and :func:`_stop_counts`
@@ -388,8 +389,7 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     the Jaccard of the sets ``ia[e]`` and ``ib[e]`` (a row of ``(off1,
     val1)`` where it is 0 or more, else row ``~row`` of ``(off2, val2)``),
     exact where the intersection reaches the count the floor needs; where it
-    cannot, the value the kernel writes after stopping early (at most
-    ``below``). Pairs of small sets all at once (:func:`_intersections`),
+    cannot, ``below``. Pairs of small sets all at once (:func:`_intersections`),
     the others one at a time by a few whole-run operations
     (:func:`_merge_count`); the need of every pair by the kernel's float64
     arithmetic."""
@@ -415,7 +415,7 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     union = na + nb - inter
     with np.errstate(invalid="ignore", divide="ignore"):
         j = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-    out[e0:e1] = np.where(inter >= need, j, np.minimum(j, float(below)))
+    out[e0:e1] = np.where(inter >= need, j, float(below))
     return out
 
 
