@@ -46,77 +46,6 @@ def runs_intersect_at_least(va, a0, a1, vb, b0, b1, need):
     return c
 
 
-#: Runs of at least this many values each are merged as two halves at once
-#: (:func:`runs_intersect_halves`); shorter ones in one merge.
-HALVES_FROM = 32
-
-
-@njit(cache=True)
-def runs_intersect_halves(va, a0, a1, vb, b0, b1, need):
-    """:func:`runs_intersect_at_least` as two merges stepped together: the
-    run ``va[a0:a1]`` cut at its middle value ``v``, ``vb[b0:b1]`` where
-    ``v`` would go, and each lower part merged with the other lower part as
-    each upper part with the other upper part. The two merges do not wait
-    on each other, so the processor runs their steps side by side (one
-    merge is a chain of dependent loads). The full intersection when it
-    reaches ``need``; else a smaller number, as soon as the values either
-    run has passed without a match leave it unable to (the count where it
-    stops differs from :func:`runs_intersect_at_least`'s)."""
-    na = a1 - a0
-    nb = b1 - b0
-    if na < HALVES_FROM or nb < HALVES_FROM:
-        return runs_intersect_at_least(va, a0, a1, vb, b0, b1, need)
-    am = a0 + na // 2
-    v = va[am]
-    lo = b0
-    hi = b1
-    while lo < hi:                       # the first value of ``vb`` not below ``v``
-        mid = (lo + hi) >> 1
-        if vb[mid] < v:
-            lo = mid + 1
-        else:
-            hi = mid
-    bm = lo
-    # the values passed without a match, (i - a0) + (k - am) - c for ``va``,
-    # may not pass na - need
-    a_stop = na - need + a0 + am
-    b_stop = nb - need + b0 + bm
-    c = 0
-    i = a0
-    j = b0
-    k = am
-    m = bm
-    while i < am and j < bm and k < a1 and m < b1:
-        if i + k - c > a_stop or j + m - c > b_stop:
-            return c
-        x = va[i]
-        y = vb[j]
-        p = va[k]
-        q = vb[m]
-        c += (x == y) + (p == q)
-        i += x <= y
-        j += y <= x
-        k += p <= q
-        m += q <= p
-    while i < am and j < bm:
-        if i + k - c > a_stop or j + m - c > b_stop:
-            return c
-        x = va[i]
-        y = vb[j]
-        c += x == y
-        i += x <= y
-        j += y <= x
-    while k < a1 and m < b1:
-        if i + k - c > a_stop or j + m - c > b_stop:
-            return c
-        p = va[k]
-        q = vb[m]
-        c += p == q
-        k += p <= q
-        m += q <= p
-    return c
-
-
 @njit(cache=True)
 def intersect_at_least(values, a0, a1, b0, b1, need):
     """:func:`runs_intersect_at_least` of two runs of ``values``."""
@@ -133,9 +62,9 @@ def intersect_sorted(values, a0, a1, b0, b1):
 def jaccard_of_runs(va, a0, a1, vb, b0, b1, need):
     """``(jaccard, exact)`` of the sorted runs ``va[a0:a1]`` and
     ``vb[b0:b1]``: exact when their intersection reaches ``need``; else the
-    count stopped as soon as it could not (:func:`runs_intersect_halves`),
+    count stopped as soon as it could not (:func:`runs_intersect_at_least`),
     and the value is below the true one. ``need=0``: always exact."""
-    inter = runs_intersect_halves(va, a0, a1, vb, b0, b1, need)
+    inter = runs_intersect_at_least(va, a0, a1, vb, b0, b1, need)
     union = (a1 - a0) + (b1 - b0) - inter
     j = inter / union if union > 0 else 0.0
     return j, inter >= need

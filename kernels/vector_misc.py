@@ -18,7 +18,7 @@ from .buckets import BUCKET_MUL as _BUCKET_MUL, BUCKET_SALT as _BUCKET_SALT
 from .densify import TABLE_PROBES
 from .hashing import GOLDEN, MIX_1, MIX_2, U64
 from .primitives import BOUND_BINS, BOUND_WORDS
-from .runs import runs_intersect_halves
+from .runs import runs_intersect_at_least
 
 _S27 = U64(27)
 _S30 = U64(30)
@@ -253,14 +253,14 @@ def rows_of(keys, first, shift, queries, out, t0, t1):
 def _merge_count(va, a0, a1, vb, b0, b1):
     """The size of the intersection of the runs ``va[a0:a1]`` and
     ``vb[b0:b1]``, by whole-array steps where both are strictly ascending
-    (the shorter run's values searched in the longer), else by the merges
-    of :func:`kernels.runs.runs_intersect_halves`, as the kernel counts."""
+    (the shorter run's values searched in the longer), else by the merge
+    of :func:`kernels.runs.runs_intersect_at_least`, as the kernel counts."""
     if a1 <= a0 or b1 <= b0:
         return 0
     a = va[a0:a1]
     b = vb[b0:b1]
     if not ((a[1:] > a[:-1]).all() and (b[1:] > b[:-1]).all()):
-        return runs_intersect_halves.py_func(va, a0, a1, vb, b0, b1, 0)
+        return runs_intersect_at_least.py_func(va, a0, a1, vb, b0, b1, 0)
     small, large = (a, b) if a.shape[0] <= b.shape[0] else (b, a)
     pos = np.minimum(large.searchsorted(small), large.shape[0] - 1)
     return int(np.count_nonzero(large[pos] == small))
