@@ -296,7 +296,7 @@ def _runs_of(r, start, size, val1, val2):
 
 #: Pairs whose two sets hold at most this many values together are counted
 #: all at once by :func:`jaccard_edge_range`; larger ones one at a time (a
-#: sort of every value costs more than their merges stopped early).
+#: sort of every value costs more than searching the shorter run's values).
 PAIR_VALUES = 256
 
 
