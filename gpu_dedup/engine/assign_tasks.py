@@ -117,10 +117,9 @@ class ChunkPairs:
     def count(self) -> int:
         return sum(int(s[0].shape[0]) for s in self.sources)
 
-    def column(self, j: int, dtype):
-        """Column ``j`` in pair order, a slice at a time."""
-        for part in merged_pair_slices(self.sources, self.cap):
-            yield np.asarray(part[j], dtype=dtype)
+    def slices(self):
+        """The four columns in pair order, a slice at a time."""
+        return merged_pair_slices(self.sources, self.cap)
 
     def counts(self, context: int) -> dict:
         """Exact pairs (all, and those whose second document is not of the
@@ -194,10 +193,8 @@ def save_chunk(ctx: Ctx, item: dict, cluster, kept, dup, dsim, exact,
                                        unique(cluster[removed]))))
     for name, arr in arrays.items():
         st.save_npy(layout.final_file(item["key"], name), arr)
-    total = pairs.count
-    for j, (name, dtype) in enumerate(zip(layout.FINAL[4:], PAIR_DTYPES)):
-        st.save_npy_pieces(layout.final_file(item["key"], name), pairs.column(j, dtype),
-                           dtype, total)
+    st.save_npy_columns([layout.final_file(item["key"], name) for name in layout.FINAL[4:]],
+                        PAIR_DTYPES, pairs.slices(), pairs.count)
     files = [layout.final_file(item["key"], k) for k in list(arrays) + list(layout.FINAL[4:])]
     meta = {"documents": n, "roots": int(n - np.count_nonzero(join)),
             "kept": int(np.count_nonzero(kept[max(0, context - d0):])),

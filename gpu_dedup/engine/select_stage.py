@@ -194,11 +194,11 @@ class SelectStage:
         return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
                                     calls, rank0)
 
-    def _by_first_range(self, ran: list, bounds: np.ndarray, name: str, shift: int = 0):
-        """Array ``name`` (``pair_a``, ``pair_b`` or ``pair_scores``) of the
-        ranges ``ran``, in the order of their pairs (ranks, ``keep="first"``),
-        one range of first members after the other, less ``shift`` (ranks
-        to positions) unless it is the scores. A range's pairs are sorted
+    def _by_first_range(self, ran: list, bounds: np.ndarray, shift: int = 0):
+        """The pairs of the ranges ``ran`` (``(pair_a, pair_b, pair_scores)``,
+        their ranks less ``shift``: positions), in the order of their pairs
+        (ranks, ``keep="first"``), one range of first members after the
+        other. A range's pairs are sorted
         and their later members in the range, so range ``j``'s first members
         are in slices of the pairs of ranges ``j`` and later, merged a slice
         of rows at a time (the first documents of large clusters have many)."""
@@ -213,9 +213,9 @@ class SelectStage:
                 del p
                 if b > a:
                     sources.append(tuple(st.load_npy(layout.range_result(k, c), mmap=True)[a:b]
-                                         for c in ("pair_a", "pair_b", name)))
-            for part in merged_pair_slices(sources, self.plan.pair_slice_rows):
-                yield part[2] if name == "pair_scores" else part[2] - shift
+                                         for c in ("pair_a", "pair_b", "pair_scores")))
+            for a, b, s in merged_pair_slices(sources, self.plan.pair_slice_rows):
+                yield a - shift, b - shift, s
 
     @staticmethod
     def _at(ranks: np.ndarray, pos_of_rank, rank0: int) -> np.ndarray:
@@ -251,36 +251,32 @@ class SelectStage:
         representative, from 0."""
         st = self.store
 
-        def dense(name, fill, dtype):
+        def dense():
             for k in range(bounds.size - 1):
                 r0, r1 = int(bounds[k]), int(bounds[k + 1])
-                piece = np.full(r1 - r0, fill, dtype)
+                dup, sim, kept = np.full(r1 - r0, -1, np.int64), np.full(r1 - r0, np.nan), \
+                    np.ones(r1 - r0, bool)
                 if k in results:
                     removed = st.load_npy(layout.range_result(k, "removed")) - r0
                     if removed.size and (removed[0] < 0 or removed[-1] >= r1 - r0):
                         raise RuntimeError(f"range {k} decided ranks outside {r0}..{r1 - 1}")
-                    got = False if name == "kept" else st.load_npy(layout.range_result(k, name))
-                    piece[removed] = got - rank0 if name == "duplicate_of" else got
-                yield piece
+                    dup[removed] = st.load_npy(layout.range_result(k, "duplicate_of")) - rank0
+                    sim[removed] = st.load_npy(layout.range_result(k, "similarity"))
+                    kept[removed] = False
+                yield dup, sim, kept
 
         ran = sorted(results)
         if pos_of_rank is None:
-            st.save_npy_pieces(layout.selected("rep_dup"), dense("duplicate_of", -1, np.int64),
-                               np.int64, self.R)
-            st.save_npy_pieces(layout.selected("rep_sim"), dense("similarity", np.nan,
-                                                                 np.float64), np.float64, self.R)
-            st.save_npy_pieces(layout.selected("rep_kept"), dense("kept", True, bool), bool,
-                               self.R)
+            st.save_npy_columns([layout.selected(n) for n in ("rep_dup", "rep_sim", "rep_kept")],
+                                (np.int64, np.float64, bool), dense(), self.R)
             # the accepted pairs sorted, a range of first members at a time: a
             # range's pairs are sorted, and those of each first range a slice
             verified = sum(int(st.load_npy(layout.range_result(k, "pair_a"),
                                            mmap=True).shape[0]) for k in ran)
-            for name, dtype, out in (("pair_a", np.int64, "accepted_a"),
-                                     ("pair_b", np.int64, "accepted_b"),
-                                     ("pair_scores", np.float64, "scores")):
-                st.save_npy_pieces(layout.selected(out),
-                                   self._by_first_range(ran, bounds, name, rank0), dtype,
-                                   verified)
+            st.save_npy_columns([layout.selected(n) for n in ("accepted_a", "accepted_b",
+                                                               "scores")],
+                                (np.int64, np.int64, np.float64),
+                                self._by_first_range(ran, bounds, rank0), verified)
         else:
             verified = self._save_ranked(ran, bounds, pos_of_rank, rank0)
         done = list(results.values())
@@ -338,28 +334,26 @@ class SelectStage:
                      for k in spills.get((c, name), [])]
             return np.concatenate(parts, axis=1) if parts else np.zeros((3, 0), np.int64)
 
-        def by_rep(col, fill, dtype):
+        def by_rep():
             for c in range(C):
-                piece = np.full(int(g[c + 1] - g[c]), fill, dtype)
-                rep, dup, sim = spilled(c, "removed")
-                piece[rep - g[c]] = (False if col == 0 else dup if col == 1
-                                     else sim.view(np.float64))
-                yield piece
+                n = int(g[c + 1] - g[c])
+                kept, dup, sim = np.ones(n, bool), np.full(n, -1, np.int64), np.full(n, np.nan)
+                rep, d, s = spilled(c, "removed")
+                kept[rep - g[c]], dup[rep - g[c]], sim[rep - g[c]] = False, d, s.view(np.float64)
+                yield kept, dup, sim
 
-        def by_pair(col, dtype):
+        def by_pair():
             for c in range(C):         # each chunk's sorted parts merged a slice at a time
                 parts = [st.load_npy(layout.ranked_spill(k, c, "pairs"), mmap=True)
                          for k in spills.get((c, "pairs"), [])]
-                for got in merged_pair_slices([tuple(p) for p in parts],
-                                              self.plan.pair_slice_rows):
-                    yield (got[col].view(np.float64) if col == 2 else got[col]).astype(dtype)
+                for a, b, s in merged_pair_slices([tuple(p) for p in parts],
+                                                  self.plan.pair_slice_rows):
+                    yield a, b, s.view(np.float64)
 
-        for out, col, fill, dtype in (("rep_kept", 0, True, bool), ("rep_dup", 1, -1, np.int64),
-                                      ("rep_sim", 2, np.nan, np.float64)):
-            st.save_npy_pieces(layout.selected(out), by_rep(col, fill, dtype), dtype, self.R)
-        for out, col, dtype in (("accepted_a", 0, np.int64), ("accepted_b", 1, np.int64),
-                                ("scores", 2, np.float64)):
-            st.save_npy_pieces(layout.selected(out), by_pair(col, dtype), dtype, pairs)
+        st.save_npy_columns([layout.selected(n) for n in ("rep_kept", "rep_dup", "rep_sim")],
+                            (bool, np.int64, np.float64), by_rep(), self.R)
+        st.save_npy_columns([layout.selected(n) for n in ("accepted_a", "accepted_b", "scores")],
+                            (np.int64, np.int64, np.float64), by_pair(), pairs)
         for (c, name), ks in spills.items():
             for k in ks:
                 st.discard(layout.ranked_spill(k, c, name))

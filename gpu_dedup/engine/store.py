@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import xxhash
 
-from ..atomic import is_tmp, write_atomic
+from ..atomic import is_tmp, tmp_path, write_atomic
 from ..digest import file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
@@ -141,11 +141,18 @@ class MemoryStore:
         self.save_npy_pieces(rel, arrays, dtype, sum(a.shape[0] for a in arrays))
 
     def save_npy_pieces(self, rel: str, pieces, dtype, count: int) -> None:
-        pieces = [np.asarray(p, dtype=dtype) for p in pieces]
-        arr = np.concatenate(pieces) if pieces else np.zeros(0, dtype)
-        if arr.size != count:
-            raise ValueError(f"{rel}: {arr.size} elements written, {count} announced")
-        self.save_npy(rel, arr)
+        self.save_npy_columns([rel], [dtype], ((p,) for p in pieces), count)
+
+    def save_npy_columns(self, rels: list, dtypes: list, pieces, count: int) -> None:
+        cols = [[] for _ in rels]
+        for piece in pieces:
+            for out, dt, col in zip(cols, dtypes, piece):
+                out.append(np.asarray(col, dtype=dt))
+        for rel, dt, parts in zip(rels, dtypes, cols):
+            arr = np.concatenate(parts) if parts else np.zeros(0, dt)
+            if arr.size != count:
+                raise ValueError(f"{rel}: {arr.size} elements written, {count} announced")
+            self.save_npy(rel, arr)
 
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         return self._items[rel]
@@ -189,14 +196,15 @@ class MemoryStore:
         return rel in self._items
 
 
-def _write_atomically(path: str, write) -> tuple[int, str]:
+def _write_atomically(path: str, write, tmp: str | None = None) -> tuple[int, str]:
     """``write(tmp)``, then its size and hash, then rename over ``path``
     (:func:`gpu_dedup.atomic.write_atomic`: a failed write leaves nothing
-    half-written). Returns the file's ``(size, digest)``."""
-    def write_and_sum(tmp):
-        write(tmp)
-        return file_sum(tmp)
-    return write_atomic(path, write_and_sum)
+    half-written; ``tmp``: a temporary name written already). Returns the
+    file's ``(size, digest)``."""
+    def write_and_sum(t):
+        write(t)
+        return file_sum(t)
+    return write_atomic(path, write_and_sum, tmp=tmp)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -472,23 +480,43 @@ class DiskStore:
         """``rel``: a 1-d array of ``count`` elements of ``dtype`` written
         from ``pieces`` (an iterable of arrays, in order) one at a time, by
         plain writes: neither the array nor a mapping of it is ever held."""
-        dtype = np.dtype(dtype)
+        self.save_npy_columns([rel], [dtype], ((p,) for p in pieces), count)
 
-        def write(tmp):
-            with open(tmp, "wb") as f:
+    def save_npy_columns(self, rels: list, dtypes: list, pieces, count: int) -> None:
+        """Each of ``rels``: a 1-d array of ``count`` elements of its dtype,
+        written in one pass over ``pieces`` (an iterable of tuples, a piece
+        of each column), a piece at a time; each file is renamed into place
+        once all are complete."""
+        dtypes = [np.dtype(d) for d in dtypes]
+        paths = [self.path(r) for r in rels]
+        tmps = [tmp_path(p) for p in paths]
+        files = []
+        try:
+            for t, dt in zip(tmps, dtypes):
+                files.append(open(t, "wb"))
                 np.lib.format.write_array_header_2_0(
-                    f, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
-                        "shape": (int(count),)})
-                n = 0
-                for p in pieces:
-                    p = np.ascontiguousarray(p, dtype=dtype)
-                    f.write(memoryview(p).cast("B"))
-                    n += p.size
-                    del p
-                if n != count:
-                    raise ValueError(f"{rel}: {n} elements written, {count} announced")
-        path = self.path(rel)
-        self._record(rel, _write_atomically(path, write), path)
+                    files[-1], {"descr": np.lib.format.dtype_to_descr(dt),
+                                "fortran_order": False, "shape": (int(count),)})
+            n = 0
+            for piece in pieces:
+                for f, dt, col in zip(files, dtypes, piece):
+                    col = np.ascontiguousarray(col, dtype=dt)
+                    f.write(memoryview(col).cast("B"))
+                n += int(np.shape(piece[0])[0])
+                del piece
+            if n != count:
+                raise ValueError(f"{rels[0]}: {n} elements written, {count} announced")
+            for f in files:
+                f.close()
+        except BaseException:
+            for f in files:
+                f.close()
+            for t in tmps:
+                with contextlib.suppress(OSError):
+                    os.remove(t)
+            raise
+        for rel, path, tmp in zip(rels, paths, tmps):
+            self._record(rel, _write_atomically(path, lambda _: None, tmp), path)
 
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
