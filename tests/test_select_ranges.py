@@ -377,3 +377,41 @@ def test_weighted_bounds_cut_where_the_weight_is(n):
             assert (np.diff(cum[at]) <= w.sum() / ranges + w.max() + 1e-9).all()
             assert b[1] < rank_bounds(n, ranges)[1]             # the heavy ranks cut finer
     assert weighted_bounds(n, 3, np.zeros(bins)).tolist() == rank_bounds(n, min(3, max(1, n))).tolist()
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_ranges_weigh_the_texts_of_their_own_ranks(monkeypatch, keep):
+    """The ranges are cut by the bytes of text of the representatives in
+    each bin of ranks, counted chunk by chunk: under keep longest the first
+    ranks are the longest texts, and their shingle sets weigh most."""
+    import pyarrow as pa
+
+    from gpu_dedup import Config, deduplicate
+    from gpu_dedup.engine import select_stage
+    from gpu_dedup.stages.select_ranges import RANK_BINS, rank_bins
+    from realtext import paragraphs
+    texts = list(dict.fromkeys(paragraphs()[:800]))             # distinct: each its own rank
+    texts += [t[: len(t) // 2] + " (cut)" for t in texts[:200]]  # shorter, later documents
+    arr = pa.array(texts, pa.large_string())
+    cfg = Config(shingle="char", ngram=5, normalize="none", threshold=0.8, keep=keep)
+    seen = []
+    real = select_stage.SelectStage._rank_text
+
+    def recording(self, ranked):
+        got = real(self, ranked)
+        seen.append(got)
+        return got
+    monkeypatch.setattr(select_stage.SelectStage, "_rank_text", recording)
+    deduplicate(arr, cfg, partition_bytes=64 << 10)
+    assert len(seen) == 1
+    size = np.array([len(t.encode()) for t in texts], dtype=np.float64)
+    if keep == "longest":     # longest first (in code points), then by position
+        order = np.lexsort((np.arange(len(texts)), -np.array([len(t) for t in texts])))
+    else:
+        order = np.arange(len(texts))
+    where = np.searchsorted(rank_bins(len(texts)), np.arange(len(texts)), side="right") - 1
+    want = np.bincount(where, weights=size[order], minlength=RANK_BINS)
+    np.testing.assert_allclose(seen[0], want)
+    if keep == "longest":         # the first half of the ranks holds most of the text
+        half = len(texts) // 2
+        assert size[order][:half].sum() > 1.5 * size[order][half:].sum()

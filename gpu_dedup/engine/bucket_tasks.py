@@ -7,6 +7,9 @@
 and those that cut the buckets into rank ranges for greedy selection
 (:mod:`gpu_dedup.stages.select_ranges`):
 
+* :func:`task_rank_counts`, :func:`task_rank_text`: a bucket unit's load,
+  or a chunk's text, in bins of ranks, to cut the ranges where they weigh
+  the same;
 * :func:`task_route`: one bucket unit's buckets, in rank space, by the range
   of their first member (its *group*);
 * :func:`task_group`: one group's buckets from every unit, made distinct,
@@ -225,6 +228,27 @@ def task_rank_counts(unit: dict, ctx: Ctx) -> list:
     where = np.searchsorted(edges, members, side="right") - 1
     load = 1.0 + np.minimum(place, int(unit["window"]))
     return np.bincount(where, weights=load, minlength=int(unit["bins"]))[:int(unit["bins"])].tolist()
+
+
+def task_rank_text(item: dict, ctx: Ctx) -> list:
+    """The bytes of text of chunk ``item['key']``'s representatives (numbers
+    ``item['g0'] .. item['g1'] - 1``, its documents from ``item['d0']``) in
+    each bin of ranks (:func:`~gpu_dedup.stages.select_ranges.rank_bins` of
+    ``item['n']`` ranks), to cut the ranges by the shingle sets their own
+    documents share: under keep longest the first ranks are the longest
+    texts, several times the mean."""
+    st = ctx.store
+    g0, g1, d0, bins = (int(item[k]) for k in ("g0", "g1", "d0", "bins"))
+    local = np.asarray(st.load_npy(layout.exact("reps"), mmap=True)[g0:g1],
+                       dtype=np.int64) - d0
+    off, _ = st.buffers(layout.chunk_file(item["key"], layout.TEXT))
+    size = (np.asarray(off[local + 1], dtype=np.int64)
+            - np.asarray(off[local], dtype=np.int64)).astype(np.float64)
+    del off
+    rank = np.asarray(st.load_npy(layout.POS_RANK, mmap=True)[g0:g1], dtype=np.int64) \
+        if item["ranked"] else np.arange(g0, g1, dtype=np.int64)
+    where = np.searchsorted(rank_bins(int(item["n"]), bins), rank, side="right") - 1
+    return np.bincount(where, weights=size, minlength=bins)[:bins].tolist()
 
 
 def task_route(unit: dict, ctx: Ctx) -> dict:

@@ -46,22 +46,26 @@ class SelectStage:
         ranges: their buckets routed to groups, each group made distinct and
         its entries split by range. Returns the stage's meta and its files."""
         entries = sum(int(r.get("entries", 0)) for r in results)
+        ranked = self.cfg.keep == "longest"
+        if ranked:                     # the priority, by tasks, into the store
+            keep_priority(self)
+        # the shingle sets of the representatives, by bin of ranks, from
+        # their own texts (about 12 bytes a byte, and 16 a set)
+        sets = self._rank_text(ranked) * SET_BYTES_PER_TEXT_BYTE \
+            + np.diff(rank_bins(self.R)) * 16.0
         # a range's entries and the shingle sets of its own documents (the
         # representatives in it, at most) fit a task, beside what this
         # process holds already (the interpreter, its libraries, the run's
         # state); its own sets fit a quarter of the budget, so that its
         # scoring builds them once
-        sets = self.R * (self.avg_text * SET_BYTES_PER_TEXT_BYTE + 16)
+        total = float(sets.sum())
         budget = self.plan.budget
         release_memory()
         held = process_rss()
         room = min(self.plan.task_bytes, budget - held)
         room = max(room, budget / 8)
-        ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + sets) / room),
-                     math.ceil(sets / (budget / 4)))
-        ranked = self.cfg.keep == "longest"
-        if ranked:                     # the priority, by tasks, into the store
-            keep_priority(self)
+        ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + total) / room),
+                     math.ceil(total / (budget / 4)))
         base = int(RANK_BASE)
         bounds = self._weighted_bounds(names, ranked, ranges, entries, sets) + base
         folder = layout.ranges_folder(grid, bounds.size - 1)
@@ -85,15 +89,30 @@ class SelectStage:
                 "bucket_entries": sum(c["entries"] for c in cut)}
         return meta, files
 
+    def _rank_text(self, ranked: bool) -> np.ndarray:
+        """The bytes of text of the representatives in each bin of ranks
+        (:data:`RANK_BINS`), counted by tasks over the chunks."""
+        reps = self.store.load_npy(layout.exact("reps"), mmap=True)
+        starts = np.asarray(self.doc_starts, dtype=np.int64)
+        g = np.searchsorted(reps, starts).astype(np.int64)
+        del reps
+        items = [{"key": c["key"], "d0": int(starts[i]), "g0": int(g[i]), "g1": int(g[i + 1]),
+                  "ranked": ranked, "n": self.R, "bins": RANK_BINS}
+                 for i, c in enumerate(self.chunks) if g[i + 1] > g[i]]
+        got = self._map("buckets", bucket_tasks.task_rank_text, items)
+        return np.asarray(got, dtype=np.float64).reshape(len(items), -1).sum(axis=0) \
+            if items else np.zeros(RANK_BINS)
+
     def _weighted_bounds(self, names: list, ranked: bool, ranges: int, entries: int,
-                         sets: float) -> np.ndarray:
+                         sets: np.ndarray) -> np.ndarray:
         """Bounds of ``ranges`` rank ranges of about equal weight: the
         ``entries`` of their buckets, ``BYTES_PER_ENTRY`` each in all but
         shared by the load of each (an entry and its window of pairs,
         counted by the units ``names`` in bins of ranks), and their
-        documents' shingle sets (``sets`` in all). Ranges of equal numbers
-        of ranks would not be: with keep longest the fullest copies of a
-        template come first and bring the largest buckets."""
+        documents' shingle sets (``sets``: bytes by bin of ranks). Ranges of
+        equal numbers of ranks would not be: with keep longest the fullest
+        copies of a template come first, the longest texts, and bring the
+        largest buckets."""
         width = WINDOW * int(self.cfg.bucket_limit)
         loads = self._map("buckets", bucket_tasks.task_rank_counts,
                           [{"source": n, "ranked": ranked, "n": self.R, "bins": RANK_BINS,
@@ -102,8 +121,7 @@ class SelectStage:
             if names else np.zeros(RANK_BINS)
         if load.sum() > 0:
             load *= entries * BYTES_PER_ENTRY / load.sum()
-        docs = np.diff(rank_bins(self.R)).astype(np.float64)
-        return weighted_bounds(self.R, ranges, load + docs * (sets / max(1, self.R)))
+        return weighted_bounds(self.R, ranges, load + sets)
 
     def _select_in_ranges(self, docs: Documents, blocks: Blocks) -> dict:
         """The greedy rule over the representatives, range by range."""
