@@ -10,6 +10,7 @@ holds every bucket, every window of scores or every shingle set.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 
 import numpy as np
@@ -36,6 +37,8 @@ SET_BYTES_PER_TEXT_BYTE = 12
 #: 2**32 with it, to show that no step of the selection packs a rank, or a
 #: pair of them, into 32 bits (as a run of more than 2**32 documents has).
 RANK_BASE = 0
+
+log = logging.getLogger("gpu_dedup")
 
 
 class SelectStage:
@@ -66,6 +69,9 @@ class SelectStage:
         room = max(room, budget / 8)
         ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + total) / room),
                      math.ceil(total / (budget / 4)))
+        log.info("selection: %d ranges for %d bucket entries (%.0f MB) and shingle sets "
+                 "of %.0f MB, %.0f MB a range", ranges, entries, entries * BYTES_PER_ENTRY / 1e6,
+                 total / 1e6, room / 1e6)
         base = int(RANK_BASE)
         bounds = self._weighted_bounds(names, ranked, ranges, entries, sets) + base
         folder = layout.ranges_folder(grid, bounds.size - 1)
