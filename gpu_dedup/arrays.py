@@ -92,7 +92,10 @@ def unique(x, return_inverse: bool = False, return_counts: bool = False):
     x = np.asarray(x).reshape(-1)
     n = x.shape[0]
     if return_inverse:
-        order = np.argsort(x, kind="stable")
+        # any sorting order gives the same values and inverse: the default
+        # (vectorised where the processor allows) is several times faster
+        # than a stable sort on unordered numbers
+        order = np.argsort(x)
         s = x[order]
     else:
         s = sorted_copy(x)
