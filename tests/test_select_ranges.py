@@ -172,7 +172,7 @@ def _whole_and_in_ranges(arr, cfg, monkeypatch, before=None):
     one = deduplicate(arr, cfg)
     if before is not None:
         before()
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 40)   # a range per rank
+    monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 40)   # a range per rank
     many = deduplicate(arr, cfg, partition_bytes=64 << 10)
     for name in ("kept", "duplicate_of", "similarity", "cluster"):
         np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
@@ -228,7 +228,7 @@ def test_scoring_builds_each_earlier_document_once_a_call_whatever_the_batches(m
     monkeypatch.setattr(tasks, "sets_of", counting)
     monkeypatch.setattr(runner, "batch_cuts", cutting)
     whole = deduplicate(arr, cfg)
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 24)     # ranges of a few ranks
+    monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 24)     # ranges of a few ranks
     built.clear()
     one = deduplicate(arr, cfg, partition_bytes=64 << 10)
     assert one.stats["selection_ranges"] > 100

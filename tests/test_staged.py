@@ -175,7 +175,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     monkeypatch.setattr(runner_module, "MIN_SCORE_BATCH", 16)
     # the state ranges pass on: each message a file, deleted once read
     from gpu_dedup.engine import select_stage, store as store_module
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 20)     # several ranges
+    monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 20)     # several ranges
     sent, dropped, merged = [], [], []
     real_save, real_discard = store_module.DiskStore.save_npy, store_module.DiskStore.discard
 
@@ -603,7 +603,7 @@ def test_ranks_numbered_past_32_bits_give_the_same_bytes(corpus, tmp_path, monke
     from gpu_dedup.engine import select_stage
     paths, ref, ref_report = corpus
     cfg = dataclasses.replace(CFG, keep=keep)
-    monkeypatch.setattr(select_stage, "BYTES_PER_ENTRY", 1 << 20)     # several ranges
+    monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 20)     # several ranges
     kw = dict(memory_limit="64KiB", scheduler=scheduler,
               **({"workers": 2} if scheduler != "none" else {}))
     base = run_staged(paths, str(tmp_path / "base"), cfg, **kw)

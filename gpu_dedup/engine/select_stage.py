@@ -25,11 +25,14 @@ from .bounds import bound_rows_of
 from .priority import keep_priority
 from .records import Blocks, Documents, ScoreInputs
 
-#: Bytes one bucket entry takes while its range is decided (its membership
-#: and those of the earlier members its bucket brings, windows of scores,
-#: kept lists), to size the ranges from the budget: measured at about 1.3 kB
-#: held and 2 kB at the peak on heavily duplicated short documents.
-BYTES_PER_ENTRY = 2048
+#: Bytes a unit of load takes while its range is decided, to size the ranges
+#: from the budget. A bucket entry weighs one unit, and one more for each
+#: earlier member of its bucket it is compared with (up to the window): its
+#: membership and those of the earlier members its bucket brings, its
+#: window of scores, the kept lists. Measured at 70-90 bytes a unit at the
+#: selection's peak, on heavily duplicated short documents (13.6 units an
+#: entry) and on lightly duplicated ones (6.9): twice that here.
+BYTES_PER_LOAD = 150
 #: Bytes the shingle sets of a document take per byte of its text.
 SET_BYTES_PER_TEXT_BYTE = 12
 #: The number of the first rank: the representative of priority ``i`` has
@@ -52,28 +55,31 @@ class SelectStage:
         ranked = self.cfg.keep == "longest"
         if ranked:                     # the priority, by tasks, into the store
             keep_priority(self)
-        # the shingle sets of the representatives, by bin of ranks, from
-        # their own texts (about 12 bytes a byte, and 16 a set)
+        # by bin of ranks: the load of the buckets' entries, and the shingle
+        # sets of the representatives from their own texts (about 12 bytes
+        # a byte, and 16 a set)
+        load = self._rank_load(names, ranked) * BYTES_PER_LOAD
         sets = self._rank_text(ranked) * SET_BYTES_PER_TEXT_BYTE \
             + np.diff(rank_bins(self.R)) * 16.0
-        # a range's entries and the shingle sets of its own documents (the
-        # representatives in it, at most) fit a task, beside what this
-        # process holds already (the interpreter, its libraries, the run's
-        # state); its own sets fit a quarter of the budget, so that its
-        # scoring builds them once
-        total = float(sets.sum())
+        # a range's load fits a task, beside what this process holds already
+        # (the interpreter, its libraries, the run's state) and the sets its
+        # scoring shares: on a disk store those of its first documents that
+        # fit a quarter of the budget (the others are built by the batches
+        # that read them); in memory, every one of them, so that the ranges'
+        # own sets must each fit that quarter
         budget = self.plan.budget
+        shared = min(float(sets.sum()), budget / 4)
         release_memory()
         held = process_rss()
-        room = min(self.plan.task_bytes, budget - held)
-        room = max(room, budget / 8)
-        ranges = max(1, math.ceil((entries * BYTES_PER_ENTRY + total) / room),
-                     math.ceil(total / (budget / 4)))
-        log.info("selection: %d ranges for %d bucket entries (%.0f MB) and shingle sets "
-                 "of %.0f MB, %.0f MB a range", ranges, entries, entries * BYTES_PER_ENTRY / 1e6,
-                 total / 1e6, room / 1e6)
+        room = max(min(self.plan.task_bytes, budget - held) - shared, budget / 8)
+        ranges = max(1, math.ceil(float(load.sum()) / room))
+        if self.store.kind == "memory":
+            ranges = max(ranges, math.ceil(float(sets.sum()) / (budget / 4)))
+        log.info("selection: %d ranges for %d bucket entries (%.0f MB of load) and shingle "
+                 "sets of %.0f MB (%.0f MB shared), %.0f MB a range", ranges, entries,
+                 load.sum() / 1e6, sets.sum() / 1e6, shared / 1e6, room / 1e6)
         base = int(RANK_BASE)
-        bounds = self._weighted_bounds(names, ranked, ranges, entries, sets) + base
+        bounds = weighted_bounds(self.R, ranges, load + sets) + base
         folder = layout.ranges_folder(grid, bounds.size - 1)
         b = bounds.tolist()
         routes = [{"name": layout.route_unit(folder, i), "source": n, "bounds": b,
@@ -109,25 +115,18 @@ class SelectStage:
         return np.asarray(got, dtype=np.float64).reshape(len(items), -1).sum(axis=0) \
             if items else np.zeros(RANK_BINS)
 
-    def _weighted_bounds(self, names: list, ranked: bool, ranges: int, entries: int,
-                         sets: np.ndarray) -> np.ndarray:
-        """Bounds of ``ranges`` rank ranges of about equal weight: the
-        ``entries`` of their buckets, ``BYTES_PER_ENTRY`` each in all but
-        shared by the load of each (an entry and its window of pairs,
-        counted by the units ``names`` in bins of ranks), and their
-        documents' shingle sets (``sets``: bytes by bin of ranks). Ranges of
-        equal numbers of ranks would not be: with keep longest the fullest
-        copies of a template come first, the longest texts, and bring the
-        largest buckets."""
+    def _rank_load(self, names: list, ranked: bool) -> np.ndarray:
+        """The load of the buckets' entries in each bin of ranks
+        (:data:`RANK_BINS`), counted by tasks over the bucket units
+        ``names``: the ranges are cut where it is even. Ranges of equal
+        numbers of ranks would not be: with keep longest the fullest copies
+        of a template come first and bring the largest buckets."""
         width = WINDOW * int(self.cfg.bucket_limit)
         loads = self._map("buckets", bucket_tasks.task_rank_counts,
                           [{"source": n, "ranked": ranked, "n": self.R, "bins": RANK_BINS,
                             "window": width} for n in names])
-        load = np.asarray(loads, dtype=np.float64).reshape(len(names), -1).sum(axis=0) \
+        return np.asarray(loads, dtype=np.float64).reshape(len(names), -1).sum(axis=0) \
             if names else np.zeros(RANK_BINS)
-        if load.sum() > 0:
-            load *= entries * BYTES_PER_ENTRY / load.sum()
-        return weighted_bounds(self.R, ranges, load + sets)
 
     def _select_in_ranges(self, docs: Documents, blocks: Blocks) -> dict:
         """The greedy rule over the representatives, range by range."""
