@@ -252,8 +252,9 @@ class SelectStage:
         """The positions (sorted) of the range's own documents among the
         sorted ``ranks`` it reads (ranks from ``r0``). Their scoring shares
         the shingle sets of those of them in its first pairs scored exactly
-        (the ranges are sized so that all of them would fit a quarter of the
-        budget), built once for the range; the earlier documents it reads
+        (on a disk store, those of the first that fit a quarter of the
+        budget: the ranges are sized beside that much), built once for the
+        range; the earlier documents it reads
         (first members and kept members of its buckets), and its own
         documents first met later, are built by the scoring batches, each
         batch those of a few neighbouring chunks and each document by one
