@@ -125,9 +125,11 @@ class RunOutputs:
     def write(self, folder: str, on_progress=None) -> dict:
         """clusters.parquet, pairs.parquet and data/ into ``folder``, a chunk
         of documents at a time. The kept records are copied into data/ by a
-        second thread while the Parquet files are written (the copy streams
-        blocks of the inputs and holds a few MiB; both release the
-        interpreter for most of their work, so the two cores share it)."""
+        second thread while the Parquet files are written: the copy holds a
+        shard's kept line numbers (8 bytes each) and a few blocks of its
+        input, and both release the interpreter for most of their work, so
+        that two cores share it. An error of either is raised once both have
+        stopped."""
         first = 1 if self.C else 0
         total = 2 + len(self.shard_paths) - first
         step = [0]
