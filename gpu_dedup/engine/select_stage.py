@@ -63,12 +63,14 @@ class SelectStage:
             + np.diff(rank_bins(self.R)) * 16.0
         # a range's load fits a task, beside what this process holds already
         # (the interpreter, its libraries, the run's state) and the sets its
-        # scoring shares: on a disk store those of its first documents that
-        # fit a quarter of the budget (the others are built by the batches
-        # that read them); in memory, every one of them, so that the ranges'
-        # own sets must each fit that quarter
+        # scoring shares when its tasks run in this process: on a disk store
+        # those of its first documents that fit a quarter of the budget (the
+        # others are built by the batches that read them); in memory, every
+        # one of them, so that the ranges' own sets must each fit that
+        # quarter. Tasks in other processes share sets a task saved in the
+        # store, which this process does not hold.
         budget = self.plan.budget
-        shared = min(float(sets.sum()), budget / 4)
+        shared = min(float(sets.sum()), budget / 4) if self.ex.shared_memory else 0.0
         release_memory()
         held = process_rss()
         room = max(min(self.plan.task_bytes, budget - held) - shared, budget / 8)
