@@ -83,36 +83,6 @@ def test_full_disk_while_writing_the_outputs(tmp_path, monkeypatch):
     assert os.listdir(out) == []
 
 
-def test_a_parquet_file_failing_waits_for_the_copy_and_publishes_nothing(tmp_path, monkeypatch):
-    """The kept records are copied into data/ by a second thread while the
-    Parquet files are written: when writing them fails, the copy is waited
-    for before the error is raised (no thread writes into a folder being
-    removed), and nothing is published."""
-    import threading
-    import time
-    src = _jsonl(tmp_path / "a.jsonl")
-    from gpu_dedup.engine import runner
-    real = runner.Runner._write_data
-    copied = []
-
-    def slow(self, fi, out):
-        time.sleep(0.5)                 # still copying when the Parquet file fails
-        real(self, fi, out)
-        copied.append(os.path.getsize(out))
-
-    def full(*a, **kw):
-        raise OSError(errno.ENOSPC, "No space left on device")
-    monkeypatch.setattr(runner.Runner, "_write_data", slow)
-    monkeypatch.setattr(runner.Runner, "_write_parquet", full)
-    out = tmp_path / "out"
-    with pytest.raises(DedupError, match="No space left on device"):
-        run([src], str(out), CFG, html=False)
-    assert copied and copied[0] > 0              # the copy ran to its end first
-    assert not any(t.name.startswith("gpu-dedup-write") for t in threading.enumerate())
-    assert not out.exists()
-    assert sorted(os.listdir(tmp_path)) == ["a.jsonl"]
-
-
 def test_full_disk_exits_2_with_one_line_on_the_command_line(tmp_path):
     src = _jsonl(tmp_path / "a.jsonl")
     code = ("import errno, sys\n"

@@ -124,14 +124,9 @@ class RunOutputs:
 
     def write(self, folder: str, on_progress=None) -> dict:
         """clusters.parquet, pairs.parquet and data/ into ``folder``, a chunk
-        of documents at a time. The kept records are copied into data/ by a
-        second thread while the Parquet files are written: the copy holds a
-        shard's kept line numbers (8 bytes each) and a few blocks of its
-        input, and both release the interpreter for most of their work, so
-        that two cores share it. An error of either is raised once both have
-        stopped."""
-        first = 1 if self.C else 0
-        total = 2 + len(self.shard_paths) - first
+        of documents at a time."""
+        st = self.store
+        total = 2 + len(self.shard_paths)
         step = [0]
 
         def tick():
@@ -139,34 +134,6 @@ class RunOutputs:
             if on_progress is not None:
                 on_progress("write", step[0], total)
 
-        data_dir = os.path.join(folder, "data")
-        os.makedirs(data_dir)
-        names = output_names(self.shard_paths[first:])
-        jobs = [(fi, os.path.join(data_dir, names[fi - first]))
-                for fi in range(first, len(self.shard_paths))]
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(1, thread_name_prefix="gpu-dedup-write") as pool:
-            copied = pool.submit(self._write_all_data, jobs)
-            try:
-                self._write_parquet(folder, tick)
-            finally:
-                done = copied.exception() is None     # waits for the copy either way
-            if done:
-                for _ in jobs:
-                    tick()
-            copied.result()                            # the copy's error, raised here
-        return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
-                "report": "report.json", "report_html": "report.html"}
-
-    def _write_all_data(self, jobs: list) -> None:
-        """Each ``(shard, output path)`` of ``jobs``'s kept records, in turn."""
-        for fi, out in jobs:
-            os.makedirs(os.path.dirname(out), exist_ok=True)
-            self._write_data(fi, out)
-
-    def _write_parquet(self, folder: str, tick) -> None:
-        """clusters.parquet and pairs.parquet into ``folder``."""
-        st = self.store
         fields = [("id", pa.string()), ("cluster", pa.int64()), ("kept", pa.bool_()),
                   ("duplicate_of", pa.string()), ("similarity", pa.float64())]
         if self.context is not None:
@@ -221,6 +188,19 @@ class RunOutputs:
                 release_memory(collect=False)
             rg.close()
         tick()
+        release_memory()
+        data_dir = os.path.join(folder, "data")
+        os.makedirs(data_dir)
+        first = 1 if self.C else 0
+        names = output_names(self.shard_paths[first:])
+        for fi in range(first, len(self.shard_paths)):
+            out = os.path.join(data_dir, names[fi - first])
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            self._write_data(fi, out)
+            tick()
+            release_memory(collect=False)
+        return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
+                "report": "report.json", "report_html": "report.html"}
 
     def _write_data(self, fi: int, out: str) -> None:
         """The kept records of shard ``fi``, written by the shard's own writer
