@@ -412,6 +412,7 @@ def test_ranges_weigh_the_texts_of_their_own_ranks(monkeypatch, keep):
     where = np.searchsorted(rank_bins(len(texts)), np.arange(len(texts)), side="right") - 1
     want = np.bincount(where, weights=size[order], minlength=RANK_BINS)
     np.testing.assert_allclose(seen[0], want)
-    if keep == "longest":         # the first half of the ranks holds most of the text
+    if keep == "longest":         # the order matters to the check above: the first
+                                  # half of the ranks holds most of the text
         half = len(texts) // 2
         assert size[order][:half].sum() > 1.5 * size[order][half:].sum()

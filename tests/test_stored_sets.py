@@ -139,4 +139,3 @@ def test_sets_that_are_not_what_they_claim_are_refused(tmp_path):
         assert st.done(unit) is None
     finally:
         st.close()
-

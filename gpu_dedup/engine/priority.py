@@ -157,15 +157,22 @@ def task_rank(item: dict, ctx: Ctx) -> dict:
     return {"pid": os.getpid()}
 
 
+def chunk_reps(runner) -> np.ndarray:
+    """The number of the first representative of each of ``runner``'s
+    chunks, and their count at the end: chunk ``c``'s representatives are
+    ``g[c] .. g[c + 1] - 1`` (the representatives are sorted documents,
+    mapped, not read in)."""
+    reps = runner.store.load_npy(layout.exact("reps"), mmap=True)
+    return np.searchsorted(reps, np.asarray(runner.doc_starts, dtype=np.int64)).astype(np.int64)
+
+
 def keep_priority(runner) -> None:
     """Write ``layout.POS_OF_RANK``, ``layout.POS_RANK`` and ``layout.BEST``
     of ``runner``'s representatives (see the module docstring), through its
     executor; the driver holds a few numbers per chunk and per part."""
     st = runner.store
-    reps = st.load_npy(layout.exact("reps"), mmap=True)
     starts = np.asarray(runner.doc_starts, dtype=np.int64)
-    g = np.searchsorted(reps, starts).astype(np.int64)
-    del reps
+    g = chunk_reps(runner)
     R = int(runner.R)
     C = len(runner.chunks)
     parts = max(1, math.ceil(R * BYTES_PER_KEY / max(1, runner.plan.task_bytes)))

@@ -22,15 +22,16 @@ from ..stages.select_ranges import (RANK_BINS, RangeSelector, RangeState, heads_
                                     rank_bins, select_range, weighted_bounds)
 from . import bucket_tasks, layout
 from .bounds import bound_rows_of
-from .priority import keep_priority
+from .priority import chunk_reps, keep_priority
 from .records import Blocks, Documents, ScoreInputs
 
 #: Bytes a unit of load takes while its range is decided, to size the ranges
 #: from the budget. A bucket entry weighs one unit, and one more for each
 #: earlier member of its bucket it is compared with (up to the window): its
 #: membership and those of the earlier members its bucket brings, its
-#: window of scores, the kept lists. Measured at 70-90 bytes a unit at the
-#: selection's peak, on heavily duplicated short documents (13.6 units an
+#: window of scores, the kept lists. About 70-90 bytes a unit at the
+#: selection's peak (its peak less what the process held before it, over a
+#: range's load), on heavily duplicated short documents (13.6 units an
 #: entry) and on lightly duplicated ones (6.9): twice that here.
 BYTES_PER_LOAD = 150
 #: Bytes the shingle sets of a document take per byte of its text.
@@ -106,11 +107,8 @@ class SelectStage:
     def _rank_text(self, ranked: bool) -> np.ndarray:
         """The bytes of text of the representatives in each bin of ranks
         (:data:`RANK_BINS`), counted by tasks over the chunks."""
-        reps = self.store.load_npy(layout.exact("reps"), mmap=True)
-        starts = np.asarray(self.doc_starts, dtype=np.int64)
-        g = np.searchsorted(reps, starts).astype(np.int64)
-        del reps
-        items = [{"key": c["key"], "d0": int(starts[i]), "g0": int(g[i]), "g1": int(g[i + 1]),
+        g = chunk_reps(self)
+        items = [{"key": c["key"], "d0": int(self.doc_starts[i]), "g0": int(g[i]), "g1": int(g[i + 1]),
                   "ranked": ranked, "n": self.R, "bins": RANK_BINS}
                  for i, c in enumerate(self.chunks) if g[i + 1] > g[i]]
         got = self._map("buckets", bucket_tasks.task_rank_text, items)
