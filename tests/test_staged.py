@@ -176,13 +176,18 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     # the state ranges pass on: each message a file, deleted once read
     from gpu_dedup.engine import select_stage, store as store_module
     monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 20)     # several ranges
-    sent, dropped, merged = [], [], []
+    sent, dropped, merged, loaded = [], [], [], []
     real_save, real_discard = store_module.DiskStore.save_npy, store_module.DiskStore.discard
+    real_load = store_module.DiskStore.load_npy
 
     def save(self, rel, arr):
         if "/carry/" in rel:
             sent.append(rel)
         return real_save(self, rel, arr)
+
+    def load(self, rel, mmap=False):
+        loaded.append(rel)
+        return real_load(self, rel, mmap)
 
     def discard(self, rel):
         assert os.path.exists(os.path.join(self.root, rel))
@@ -190,6 +195,7 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
         return real_discard(self, rel)
     monkeypatch.setattr(store_module.DiskStore, "save_npy", save)
     monkeypatch.setattr(store_module.DiskStore, "discard", discard)
+    monkeypatch.setattr(store_module.DiskStore, "load_npy", load)
     report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="64KiB")
     assert_same(ref_report, ref, report, str(tmp_path / "out"))
     assert report["work"]["selection_ranges"] > 1
@@ -197,7 +203,17 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     # the exact stage's slices, merged from its partitions a chunk at a time,
     # are deleted once the stage's arrays hold them
     spills = [r for r in merged if r.startswith("buckets/")]
-    slices = [r for r in merged if r not in spills]
+    # each chunk's text and id fingerprints ordered by partition, deleted
+    # once every partition read its slice: a chunk's fingerprints are read
+    # once, not once a partition
+    split = r"(exact|read/ids)/(\d+)/c(\d{6})/(fp|ix|bounds)\.npy"
+    splits = [r for r in merged if re.fullmatch(split, r)]
+    assert {re.fullmatch(split, r).group(1) for r in splits} == {"exact", "read/ids"}
+    assert all(int(re.fullmatch(split, r).group(2)) > 1 for r in splits)
+    for name in (layout.FP, layout.IDFP):
+        reads = [r for r in loaded if r.startswith("read/f") and r.endswith("/" + name)]
+        assert reads and len(reads) == len(set(reads)), name
+    slices = [r for r in merged if r not in spills and r not in splits]
     assert slices and all(re.fullmatch(r"exact/\d+/s\d{6}/[a-z_]+\.npy", r) for r in slices)
     # the band keys a sweep of every key partition wrote ordered by
     # partition, deleted once its units are done

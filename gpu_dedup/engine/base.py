@@ -22,7 +22,7 @@ from ..io.plan import location
 from ..timing import StageTimer
 from . import layout
 from .records import Documents
-from .exact_tasks import FINGERPRINT_TASK_BYTES, task_ids
+from .exact_tasks import FINGERPRINT_TASK_BYTES, split_units, task_ids, task_split
 from .tasks import Ctx, gather_ids
 
 log = logging.getLogger("gpu_dedup")
@@ -182,8 +182,15 @@ class RunnerBase:
         if not any(c["has_ids"] for c in docs.chunks):
             return
         parts = max(1, math.ceil(docs.count * FINGERPRINT_TASK_BYTES / self.plan.task_bytes))
-        found = [r for r in self.ex.map(task_ids, [(p, parts) for p in range(parts)],
+        split = parts > 1
+        if split:                # each chunk's fingerprints ordered by partition, once
+            self.ex.map(task_split, [(layout.IDFP, c, parts, False, False)
+                                     for c in range(len(docs.chunks))], self.ctx, docs)
+        found = [r for r in self.ex.map(task_ids, [(p, parts, split) for p in range(parts)],
                                         self.ctx, docs) if r is not None]
+        if split:
+            for u in split_units(layout.IDFP, parts, len(docs.chunks)):
+                self.store.forget(u)
         if not found:
             return
         first, second = min(found)

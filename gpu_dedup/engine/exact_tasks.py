@@ -2,6 +2,9 @@
 stage's groups of identical texts (:func:`task_exact` per partition, then
 :func:`task_exact_slice` per chunk of documents, which merges that chunk's
 slice of every partition), and the first repeated id (:func:`task_ids`).
+With several partitions, each chunk's fingerprints are first ordered by
+partition (:func:`task_split`), so that a partition reads its own slice of
+each chunk: the fingerprints are read once, not once per partition.
 
 Module-level functions, so that Dask workers import them.
 """
@@ -25,10 +28,45 @@ def _partition(fp: np.ndarray, parts: int, p: int) -> np.ndarray:
     return fp[:, 0] % _U64(parts) == _U64(p)
 
 
+def task_split(item: tuple, ctx: Ctx, docs: Documents) -> dict:
+    """Chunk ``c``'s fingerprints ``name`` (of its active documents, when
+    ``active``; with their lengths, when ``lengths``) ordered by their
+    partition of ``parts``, positions ascending in each, and the bounds of
+    the partitions (:func:`gpu_dedup.engine.layout.fingerprint_split`). A
+    chunk without the file has no rows."""
+    name, c, parts, active, lengths = item
+    st = ctx.store
+    unit = layout.fingerprint_split(name, parts, c)
+    meta = st.done(unit)
+    if meta is not None:
+        return {**meta, "reused": 1}
+    fp, ix, length = _chunk_fingerprints(st, docs, name, c, active, lengths)
+    part = (fp[:, 0] % _U64(parts)).astype(np.int64)
+    order = np.argsort(part, kind="stable")
+    bounds = np.searchsorted(part[order], np.arange(parts + 1, dtype=np.int64)).astype(np.int64)
+    del part
+    arrays = {"fp": fp[order], "ix": ix[order], "bounds": bounds}
+    if lengths:
+        arrays["lengths"] = length[order]
+    del fp, ix, length, order
+    for n, arr in arrays.items():
+        st.save_npy(layout.file(unit, f"{n}.npy"), arr)
+    meta = {"rows": int(arrays["ix"].size)}
+    st.mark_done(unit, meta, layout.files(unit, [f"{n}.npy" for n in arrays]))
+    return {**meta, "reused": 0}
+
+
+def split_units(name: str, parts: int, chunks: int) -> list:
+    """The :func:`task_split` units of ``chunks`` chunks (to forget once the
+    partitions are read)."""
+    return [layout.fingerprint_split(name, parts, c) for c in range(chunks)]
+
+
 def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     """Representatives and exact duplicates among the documents whose
-    fingerprint falls in partition ``p`` of ``parts``."""
-    p, parts = item
+    fingerprint falls in partition ``p`` of ``parts`` (read from the
+    :func:`task_split` units when ``split``)."""
+    p, parts, split = item
     st = ctx.store
     unit = layout.exact_part(parts, p)
     meta = st.done(unit)
@@ -36,7 +74,7 @@ def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
         return {**meta, "reused": 1}
     longest = ctx.cfg.keep == "longest"
     fp, ix, length = _partition_of(st, docs, layout.FP, parts, p, active=True,
-                                   lengths=longest)
+                                   lengths=longest, split=split)
     if ctx.cfg.exact and ix.size:
         be = backend_of(ctx)
         rep = ix[host(be, be.exact_representatives(fp, np.ones(ix.size, dtype=bool)))]
@@ -109,28 +147,50 @@ def task_exact_slice(item: tuple, ctx: Ctx, docs: Documents) -> dict:
 FINGERPRINT_TASK_BYTES = 120
 
 
+def _chunk_fingerprints(st, docs: Documents, name: str, ci: int, active: bool,
+                        lengths: bool, parts: int = 1, p: int = 0) -> tuple:
+    """Chunk ``ci``'s fingerprints ``name`` in partition ``p`` of ``parts``
+    (all of them when ``parts == 1``), their global positions and (with
+    ``lengths``) their lengths; only active documents when ``active``; none
+    when the chunk has no such file."""
+    c = docs.chunks[ci]
+    path = layout.chunk_file(c["key"], name)
+    if not active and not st.exists(path):
+        return np.zeros((0, 2), _U64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    fp = st.load_npy(path)
+    sel = _partition(fp, parts, p)
+    if active:
+        sel &= st.load_npy(layout.chunk_file(c["key"], layout.ACTIVE))
+    length = np.asarray(st.load_npy(layout.chunk_file(c["key"], layout.LENGTHS)),
+                        dtype=np.int64)[sel] if lengths else None
+    return fp[sel], np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]), length
+
+
 def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
-                  active: bool = False, lengths: bool = False) -> tuple:
+                  active: bool = False, lengths: bool = False, split: bool = False) -> tuple:
     """The 128-bit fingerprints ``name`` (``fp.npy`` or ``idfp.npy``) of the
     documents in partition ``p`` of ``parts``, and their global positions;
     only active documents when ``active``; chunks without the file add none.
     Third, with ``lengths``, their lengths (each chunk's ``lengths.npy``),
-    else None."""
+    else None. With ``split``, each chunk's slice of its :func:`task_split`
+    unit (made with the same ``active`` and ``lengths``)."""
     fps, idx, lens = [], [], []
-    for ci, c in enumerate(docs.chunks):
-        path = layout.chunk_file(c["key"], name)
-        if not active and not st.exists(path):
-            continue
-        fp = st.load_npy(path)
-        sel = _partition(fp, parts, p)
-        if active:
-            sel &= st.load_npy(layout.chunk_file(c["key"], layout.ACTIVE))
-        fps.append(fp[sel])
-        idx.append(np.flatnonzero(sel).astype(np.int64) + int(docs.starts[ci]))
+    for ci in range(len(docs.chunks)):
+        if split:
+            unit = layout.fingerprint_split(name, parts, ci)
+            a, b = (int(x) for x in st.load_npy(layout.file(unit, "bounds.npy"))[p:p + 2])
+
+            def part(n, unit=unit, a=a, b=b):
+                return np.array(st.load_npy(layout.file(unit, f"{n}.npy"), mmap=True)[a:b])
+            fp, ix = part("fp"), part("ix")
+            length = part("lengths") if lengths else None
+        else:
+            fp, ix, length = _chunk_fingerprints(st, docs, name, ci, active, lengths, parts, p)
+        fps.append(fp)
+        idx.append(ix)
         if lengths:
-            lens.append(np.asarray(st.load_npy(layout.chunk_file(c["key"], layout.LENGTHS)),
-                                   dtype=np.int64)[sel])
-        del fp
+            lens.append(length)
+        del fp, ix, length
     return (np.concatenate(fps) if fps else np.zeros((0, 2), _U64),
             np.concatenate(idx) if idx else np.zeros(0, np.int64),
             (np.concatenate(lens) if lens else np.zeros(0, np.int64)) if lengths else None)
@@ -139,10 +199,11 @@ def _partition_of(st, docs: Documents, name: str, parts: int, p: int,
 def task_ids(item: tuple, ctx: Ctx, docs: Documents) -> list | None:
     """The first repeated id among the documents whose id fingerprint falls
     in partition ``p`` of ``parts``: ``[first, second]`` global positions
-    (the rule of :mod:`gpu_dedup.ids`), or None. The smallest pair over the
+    (the rule of :mod:`gpu_dedup.ids`), or None; read from the
+    :func:`task_split` units when ``split``. The smallest pair over the
     partitions is the corpus's."""
-    p, parts = item
-    fp, ix, _ = _partition_of(ctx.store, docs, layout.IDFP, parts, p)
+    p, parts, split = item
+    fp, ix, _ = _partition_of(ctx.store, docs, layout.IDFP, parts, p, split=split)
     if not ix.size:
         return None
     rep = ix[exact_representatives(fp, np.ones(ix.size, dtype=bool))]

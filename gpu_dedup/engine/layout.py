@@ -18,6 +18,9 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
         loc.npy                   each record's line (row, file) number: outputs
         ids.arrow, idfp.npy       its ids and their 128-bit fingerprints: read
                                   (unique ids), outputs
+      ids/{parts}/c{c}/           chunk c's id fingerprints ordered by
+                                  partition (as exact/{parts}/c{c}/; deleted
+                                  once the ids are checked)
         fp.npy, active.npy        128-bit text fingerprints, has shingles: exact
         lengths.npy               code points per text (keep="longest"): select,
                                   assign
@@ -29,6 +32,11 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
         pair_rep.npy, pair_member.npy   its (representative, member) pairs,
                                   sorted by representative
         pair_member_len.npy       their members' lengths (keep="longest")
+      {parts}/c{c}/               chunk c's fingerprints ordered by
+                                  partition: fp.npy, ix.npy (positions),
+                                  bounds.npy, lengths.npy (keep="longest"),
+                                  when there are several partitions (+
+                                  c{c}.done; deleted once the stage is done)
       {parts}/s{c}/               the documents of chunk c, from every
                                   partition: its slice of each array below
                                   (+ s{c}.done; deleted once the stage is done)
@@ -201,6 +209,16 @@ EXACT_ARRAYS = ("reps", "members", "member_rep")
 #: representative's number, and the pairs (representative, member) sorted
 #: by representative.
 EXACT_FOR_ASSIGN = ("member_group", "pair_rep", "pair_member")
+
+
+def fingerprint_split(name: str, parts: int, c: int) -> str:
+    """The unit of chunk ``c``'s fingerprints ``name`` (:data:`FP`, read by
+    the ``exact`` stage; :data:`IDFP`, by the ``read`` stage's check of
+    unique ids) ordered by their partition of ``parts``, with the bounds of
+    each partition: every partition task reads its own slice of each chunk,
+    so the fingerprints are read once however many partitions there are."""
+    folder = EXACT if name == FP else f"{READ}/ids"
+    return f"{folder}/{parts}/c{c:06d}"
 
 
 def exact_part(parts: int, p: int) -> str:

@@ -199,7 +199,14 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         if meta is None:
             parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
                                     / self.plan.task_bytes))
-            self._map("exact", exact_tasks.task_exact, [(p, parts) for p in range(parts)], docs)
+            longest = self.cfg.keep == "longest"
+            split = parts > 1
+            if split:            # each chunk's fingerprints ordered by partition, once
+                self._map("exact", exact_tasks.task_split,
+                          [(layout.FP, c, parts, True, longest) for c in range(len(docs.chunks))],
+                          docs)
+            self._map("exact", exact_tasks.task_exact, [(p, parts, split) for p in range(parts)],
+                      docs)
             # each chunk's positions merged from the partitions by a task, then
             # the slices written end to end: no array over every document here
             slices = self._map("exact", exact_tasks.task_exact_slice,
@@ -224,6 +231,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             for u in units:              # the stage's arrays hold them now
                 for name in names:
                     st.discard(layout.file(u, f"{name}.npy"))
+            if split:
+                for u in exact_tasks.split_units(layout.FP, parts, len(docs.chunks)):
+                    st.forget(u)
         # mapped from a disk store, not read in: what the driver reads of them
         # (searches, gathers) stays in pages the system can drop
         self.reps = np.asarray(st.load_npy(layout.exact("reps"), mmap=True))
