@@ -41,3 +41,35 @@ def test_columns_written_in_one_pass_read_back_whole_or_not_at_all(tmp_path, kin
             assert not os.listdir(os.path.join(st.root, "d"))    # no temporary file left
     finally:
         st.close()
+
+
+def test_saved_arrays_are_hashed_as_written_not_read_back(tmp_path, monkeypatch):
+    """A saved array is the file :func:`numpy.save` writes, and its size and
+    digest are taken while it is written: they are those of the file on disk,
+    and the file is never read back to take them."""
+    import io
+
+    from gpu_dedup import digest
+    from gpu_dedup.engine import store as store_module
+    st = DiskStore(str(tmp_path / "w")).open()
+    sums = []
+    real = digest.file_sum
+    monkeypatch.setattr(store_module, "file_sum", lambda *a, **k: sums.append(a) or real(*a, **k))
+    arrays = {"a.npy": np.arange(7, dtype=np.int64), "b.npy": np.zeros(0, np.uint64),
+              "c.npy": np.arange(12.0).reshape(3, 4)[:, ::2], "d.npy": np.array([True, False])}
+    for name, arr in arrays.items():
+        st.save_npy(name, arr)
+    st.save_npy_columns(["e.npy", "f.npy"], (np.int64, np.float64),
+                        ((np.arange(i, i + 3), np.ones(3)) for i in (0, 3)), 6)
+    assert not sums                                   # nothing read back to hash it
+    for name, arr in arrays.items():
+        ref = io.BytesIO()
+        np.save(ref, np.ascontiguousarray(arr), allow_pickle=False)
+        with open(st.path(name), "rb") as f:
+            assert f.read() == ref.getvalue()
+    for name in list(arrays) + ["e.npy", "f.npy"]:
+        assert st._expect[name] == real(st.path(name))     # what was recorded is the file's
+        assert np.array_equal(st.load_npy(name), np.load(st.path(name)))
+    with pytest.raises(ValueError, match="Python objects"):
+        st.save_npy("g.npy", np.array([None, 1], dtype=object))
+    st.close()

@@ -199,12 +199,46 @@ class MemoryStore:
 def _write_atomically(path: str, write, tmp: str | None = None) -> tuple[int, str]:
     """``write(tmp)``, then its size and hash, then rename over ``path``
     (:func:`gpu_dedup.atomic.write_atomic`: a failed write leaves nothing
-    half-written; ``tmp``: a temporary name written already). Returns the
-    file's ``(size, digest)``."""
+    half-written; ``tmp``: a temporary name written already). ``write`` may
+    return the ``(size, digest)`` of what it wrote (:class:`_Summed`);
+    otherwise the file is read back to hash it. Returns the file's
+    ``(size, digest)``."""
     def write_and_sum(t):
-        write(t)
-        return file_sum(t)
+        got = write(t)
+        return got if isinstance(got, tuple) else file_sum(t)
     return write_atomic(path, write_and_sum, tmp=tmp)
+
+
+class _Summed:
+    """A binary file being written that hashes what is written to it, so
+    that its ``(size, digest)`` (:func:`gpu_dedup.digest.file_sum`'s) needs
+    no second pass over the file."""
+
+    def __init__(self, f):
+        self._f = f
+        self._h = xxhash.xxh3_128()
+        self.size = 0
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self._f.write(view)
+        self._h.update(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def sum(self) -> tuple[int, str]:
+        return self.size, self._h.hexdigest()
+
+
+def _write_npy(f, arr: np.ndarray) -> None:
+    """``arr`` in the ``.npy`` format to the binary file ``f``: the bytes
+    :func:`numpy.save` writes (a version 1.0 header, then the data in C
+    order), through ``f.write`` alone."""
+    arr = np.ascontiguousarray(arr)
+    if arr.dtype.hasobject:
+        raise ValueError("arrays of Python objects are not stored")
+    np.lib.format.write_array_header_1_0(f, np.lib.format.header_data_from_array_1_0(arr))
+    f.write(arr.reshape(-1).view(np.uint8))
 
 
 def _first_line(exc: BaseException) -> str:
@@ -425,7 +459,9 @@ class DiskStore:
     def save_npy(self, rel: str, arr: np.ndarray) -> None:
         def write(tmp):
             with open(tmp, "wb") as f:
-                np.save(f, np.ascontiguousarray(arr), allow_pickle=False)
+                out = _Summed(f)
+                _write_npy(out, arr)
+            return out.sum()
         path = self.path(rel)
         self._record(rel, _write_atomically(path, write), path)
 
@@ -491,17 +527,19 @@ class DiskStore:
         paths = [self.path(r) for r in rels]
         tmps = [tmp_path(p) for p in paths]
         files = []
+        sums = []
         try:
             for t, dt in zip(tmps, dtypes):
                 files.append(open(t, "wb"))
+                sums.append(_Summed(files[-1]))
                 np.lib.format.write_array_header_2_0(
-                    files[-1], {"descr": np.lib.format.dtype_to_descr(dt),
-                                "fortran_order": False, "shape": (int(count),)})
+                    sums[-1], {"descr": np.lib.format.dtype_to_descr(dt),
+                               "fortran_order": False, "shape": (int(count),)})
             n = 0
             for piece in pieces:
-                for f, dt, col in zip(files, dtypes, piece):
+                for f, dt, col in zip(sums, dtypes, piece):
                     col = np.ascontiguousarray(col, dtype=dt)
-                    f.write(memoryview(col).cast("B"))
+                    f.write(col.reshape(-1).view(np.uint8))
                 n += int(np.shape(piece[0])[0])
                 del piece
             if n != count:
@@ -515,8 +553,8 @@ class DiskStore:
                 with contextlib.suppress(OSError):
                     os.remove(t)
             raise
-        for rel, path, tmp in zip(rels, paths, tmps):
-            self._record(rel, _write_atomically(path, lambda _: None, tmp), path)
+        for rel, path, tmp, got in zip(rels, paths, tmps, sums):
+            self._record(rel, _write_atomically(path, lambda _, got=got: got.sum(), tmp), path)
 
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
