@@ -176,6 +176,8 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     # the state ranges pass on: each message a file, deleted once read
     from gpu_dedup.engine import select_stage, store as store_module
     monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 20)     # several ranges
+    from gpu_dedup.engine import exact_tasks
+    monkeypatch.setattr(exact_tasks, "SPLIT_PARTS", 2)      # fingerprints split by partition
     sent, dropped, merged, loaded = [], [], [], []
     real_save, real_discard = store_module.DiskStore.save_npy, store_module.DiskStore.discard
     real_load = store_module.DiskStore.load_npy

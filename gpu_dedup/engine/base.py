@@ -22,7 +22,8 @@ from ..io.plan import location
 from ..timing import StageTimer
 from . import layout
 from .records import Documents
-from .exact_tasks import FINGERPRINT_TASK_BYTES, split_units, task_ids, task_split
+from . import exact_tasks
+from .exact_tasks import split_units, task_ids, task_split
 from .tasks import Ctx, gather_ids
 
 log = logging.getLogger("gpu_dedup")
@@ -181,8 +182,9 @@ class RunnerBase:
         of the id fingerprints, is one error naming both places."""
         if not any(c["has_ids"] for c in docs.chunks):
             return
-        parts = max(1, math.ceil(docs.count * FINGERPRINT_TASK_BYTES / self.plan.task_bytes))
-        split = parts > 1
+        parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
+                                / self.plan.task_bytes))
+        split = parts >= exact_tasks.SPLIT_PARTS
         if split:                # each chunk's fingerprints ordered by partition, once
             self.ex.map(task_split, [(layout.IDFP, c, parts, False, False)
                                      for c in range(len(docs.chunks))], self.ctx, docs)

@@ -200,7 +200,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
                                     / self.plan.task_bytes))
             longest = self.cfg.keep == "longest"
-            split = parts > 1
+            split = parts >= exact_tasks.SPLIT_PARTS
             if split:            # each chunk's fingerprints ordered by partition, once
                 self._map("exact", exact_tasks.task_split,
                           [(layout.FP, c, parts, True, longest) for c in range(len(docs.chunks))],
