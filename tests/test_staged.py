@@ -233,6 +233,33 @@ def test_small_memory_limit_gives_the_same_result(corpus, tmp_path, monkeypatch)
     assert report["work"]["plan"]["task_bytes"] == 64 * 1024
 
 
+@pytest.mark.parametrize("store", ["memory", "disk"])
+def test_fingerprints_split_by_partition_give_the_same_bytes(corpus, tmp_path, monkeypatch,
+                                                             store):
+    """The exact stage and the ids check over fingerprints split by partition
+    (:func:`gpu_dedup.engine.exact_tasks.task_split`, here from 2
+    partitions on) give the outputs of the run in one partition, in memory
+    and out of core; the split units are gone once they are read."""
+    from gpu_dedup.engine import exact_tasks
+    from gpu_dedup.engine import store as store_module
+    paths, ref, ref_report = corpus
+    monkeypatch.setattr(exact_tasks, "SPLIT_PARTS", 2)
+    forgotten = []
+    for cls in (store_module.MemoryStore, store_module.DiskStore):
+        real = cls.forget
+        monkeypatch.setattr(cls, "forget", lambda self, unit, real=real:
+                            forgotten.append(unit) or real(self, unit))
+    out = str(tmp_path / "out")
+    report = (run_staged(paths, out, CFG, memory_limit="64KiB") if store == "disk"
+              else run(paths, out, CFG, partition_bytes="64KiB"))
+    assert report["work"]["store"] == store
+    assert_same(ref_report, ref, report, out)
+    assert report["work"]["units"]["exact"] > 2 * report["work"]["chunks"]
+    splits = [u for u in forgotten if re.fullmatch(r"(exact|read/ids)/\d+/c\d{6}", u)]
+    assert {u.split("/")[0] for u in splits} == {"exact", "read"}
+    assert len(splits) == 2 * report["work"]["chunks"]
+
+
 def test_outputs_written_in_slices_are_the_row_groups_of_one_write(corpus, tmp_path,
                                                                    monkeypatch):
     """clusters.parquet and pairs.parquet are written a few rows at a time

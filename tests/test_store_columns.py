@@ -73,3 +73,21 @@ def test_saved_arrays_are_hashed_as_written_not_read_back(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="Python objects"):
         st.save_npy("g.npy", np.array([None, 1], dtype=object))
     st.close()
+
+
+@pytest.mark.parametrize("kind", ["disk", "memory"])
+def test_forgetting_a_unit_deletes_the_files_it_listed(tmp_path, kind):
+    """Both stores: a forgotten unit is no longer done, and the files its
+    marker listed are gone; files it did not list stay."""
+    from gpu_dedup.engine.store import MemoryStore
+    st = DiskStore(str(tmp_path / "w")).open() if kind == "disk" else MemoryStore()
+    st.save_npy("u/a.npy", np.arange(3))
+    st.save_npy("u/b.npy", np.arange(4))
+    st.save_npy("v.npy", np.arange(5))
+    st.mark_done("u", {"n": 2}, ["u/a.npy", "u/b.npy"])
+    assert st.done("u") == {"n": 2}
+    st.forget("u")
+    assert st.done("u") is None
+    assert not st.exists("u/a.npy") and not st.exists("u/b.npy")
+    assert st.load_npy("v.npy").tolist() == list(range(5))
+    st.close()

@@ -2,9 +2,10 @@
 stage's groups of identical texts (:func:`task_exact` per partition, then
 :func:`task_exact_slice` per chunk of documents, which merges that chunk's
 slice of every partition), and the first repeated id (:func:`task_ids`).
-With several partitions, each chunk's fingerprints are first ordered by
-partition (:func:`task_split`), so that a partition reads its own slice of
-each chunk: the fingerprints are read once, not once per partition.
+With many partitions (:data:`SPLIT_PARTS`), each chunk's fingerprints are
+first ordered by partition (:func:`task_split`), so that a partition reads
+its own slice of each chunk: the fingerprints are read once, not once per
+partition.
 
 Module-level functions, so that Dask workers import them.
 """

@@ -18,13 +18,13 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
         loc.npy                   each record's line (row, file) number: outputs
         ids.arrow, idfp.npy       its ids and their 128-bit fingerprints: read
                                   (unique ids), outputs
-      ids/{parts}/c{c}/           chunk c's id fingerprints ordered by
-                                  partition (as exact/{parts}/c{c}/; deleted
-                                  once the ids are checked)
         fp.npy, active.npy        128-bit text fingerprints, has shingles: exact
         lengths.npy               code points per text (keep="longest"): select,
                                   assign
       {chunk}.done
+      ids/{parts}/c{c}/           chunk c's id fingerprints ordered by
+                                  partition (as exact/{parts}/c{c}/; deleted
+                                  once the ids are checked)
     exact/                        written by exact; read by signatures, select,
                                   assign
       {parts}/p{p}/               one partition of the fingerprint space
@@ -35,8 +35,9 @@ their unit hashes). A disk store's unit folder, ``ROOT/NAME-HASH``
       {parts}/c{c}/               chunk c's fingerprints ordered by
                                   partition: fp.npy, ix.npy (positions),
                                   bounds.npy, lengths.npy (keep="longest"),
-                                  when there are several partitions (+
-                                  c{c}.done; deleted once the stage is done)
+                                  from exact_tasks.SPLIT_PARTS partitions
+                                  on (+ c{c}.done; deleted once the stage
+                                  is done)
       {parts}/s{c}/               the documents of chunk c, from every
                                   partition: its slice of each array below
                                   (+ s{c}.done; deleted once the stage is done)

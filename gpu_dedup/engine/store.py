@@ -113,6 +113,7 @@ class MemoryStore:
     def __init__(self):
         self._items: dict = {}
         self._done: dict = {}
+        self._files: dict = {}          # unit -> the files its marker lists
         self._lock = threading.Lock()
 
     def open(self) -> "MemoryStore":
@@ -124,6 +125,7 @@ class MemoryStore:
     def remove(self) -> None:
         self._items.clear()
         self._done.clear()
+        self._files.clear()
 
     def done(self, unit: str) -> dict | None:
         return self._done.get(unit)
@@ -131,6 +133,7 @@ class MemoryStore:
     def mark_done(self, unit: str, meta: dict | None = None, files=(), units=()) -> None:
         with self._lock:
             self._done[unit] = dict(meta or {})
+            self._files[unit] = list(files)
 
     def save_npy(self, rel: str, arr: np.ndarray) -> None:
         with self._lock:
@@ -166,9 +169,11 @@ class MemoryStore:
             self._items.pop(rel, None)
 
     def forget(self, unit: str) -> None:
-        """Forget the completed ``unit`` (its files are discarded by name)."""
+        """Forget the completed ``unit`` and the files it listed."""
         with self._lock:
             self._done.pop(unit, None)
+            for rel in self._files.pop(unit, ()):
+                self._items.pop(rel, None)
 
     def save_arrow(self, rel: str, columns: dict) -> None:
         with self._lock:
