@@ -225,6 +225,53 @@ def test_reading_is_the_same_whatever_the_block_size(tmp_path):
     assert out.read_bytes() == b"\xef\xbb\xbf" + b"".join(lines[i - 1] + b"\n" for i in keep)
 
 
+def test_texts_gathered_into_one_buffer_are_those_arrow_concatenates(tmp_path):
+    """A plain file's texts are copied block by block into one buffer of the
+    file's size (:class:`~gpu_dedup.io.jsonl.TextSink`), which grows where
+    replaced invalid UTF-8 makes them longer than the file: the same array
+    as the blocks' arrays concatenated, and the same as a gzip file of the
+    same lines (read without a size)."""
+    from gpu_dedup.io.jsonl import TextSink
+    parts = [pa.array(["ab", "", "cdé"], pa.large_string()),
+             pa.array(["x", "yz", "w"], pa.large_string()).slice(1, 2),
+             pa.array([], pa.large_string()), pa.array(["q" * 50], pa.large_string())]
+    for cap in (None, 1, 8, 1000):
+        sink = TextSink(cap)
+        sink.add(parts)
+        got = sink.array()
+        got.validate(full=True)
+        assert got.equals(pa.concat_arrays(parts)) and len(sink) == len(got)
+    # 200 invalid bytes become 200 replacement characters (600 bytes): the
+    # texts outgrow the file, in every block size
+    recs = [b'{"id":"%d","text":"%s"}' % (i, (b"\xff" * 200 if i % 4 == 0 else b"ok %d" % i))
+            for i in range(30)]
+    raw = b"\n".join(recs) + b"\n"
+    p = tmp_path / "x.jsonl"
+    p.write_bytes(raw)
+    g = tmp_path / "x.jsonl.gz"
+    g.write_bytes(gzip.compress(raw))
+    want = ["\ufffd" * 200 if i % 4 == 0 else f"ok {i}" for i in range(30)]
+    assert sum(len(t.encode()) for t in want) > len(raw)
+    for bs in (1, 64, 4096):
+        d = read_jsonl_shard(str(p), block_bytes=bs)
+        assert d.texts.to_pylist() == want and d.invalid_utf8 == 8
+        d.texts.validate(full=True)
+        z = read_jsonl_shard(str(g), block_bytes=bs)
+        assert z.texts.equals(d.texts) and z.ids.equals(d.ids)
+    # ids gathered the same way, until a record without one (skipped): the
+    # same texts, ids and lines as the gzip file's
+    raw = b"".join(b'{"id":"%d","text":"t%d"}\n' % (i, i) if i != 17 else b'{"text":"none"}\n'
+                   for i in range(40))
+    p.write_bytes(raw)
+    g.write_bytes(gzip.compress(raw))
+    for bs in (1, 64, 4096):
+        d = read_jsonl_shard(str(p), block_bytes=bs, on_bad_record="skip")
+        z = read_jsonl_shard(str(g), block_bytes=bs, on_bad_record="skip")
+        assert d.ids.to_pylist() == [str(i) for i in range(40) if i != 17]
+        assert d.texts.equals(z.texts) and d.ids.equals(z.ids)
+        assert np.array_equal(d.lines, z.lines) and d.skipped == z.skipped
+
+
 def test_an_error_in_a_later_block_names_its_line_and_file(tmp_path):
     """Blocks before it were parsed; a bad record, or a compressed stream that
     ends half-way, is still one error naming the line or the file."""

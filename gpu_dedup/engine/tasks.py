@@ -205,7 +205,8 @@ def read_unit(unit: dict, ctx: Ctx, save) -> dict:
                 reused += 1
                 lines += int(meta["lines_read"])
                 continue
-            d = parse_jsonl_piece(path, blocks, lines, tf, idf, bad)
+            d = parse_jsonl_piece(path, blocks, lines, tf, idf, bad,
+                                  size=sum(len(b) for b in blocks))
             del blocks
             d.update(path=path, compression=unit["compression"])
             meta, files = save(ctx, {**unit, "chunk": k}, key, d)

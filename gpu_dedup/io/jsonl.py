@@ -34,6 +34,7 @@ Every function taking a path also takes ``-``, standard input (see
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,6 +117,65 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
 # blocks
 # ---------------------------------------------------------------------------
 
+class TextSink:
+    """The texts (or ids) of a shard's blocks, gathered as the blocks are
+    parsed.
+
+    With a ``capacity`` (the bytes of the input, which its strings never
+    exceed unless invalid UTF-8 is replaced: then the buffer grows), each
+    block's strings are copied into one buffer at once and the block's Arrow
+    arrays let go, so that the next block's parse reuses their memory and
+    the strings are not copied a second time at the end. Without one, or
+    from the first array with nulls on (ids missing from some records), the
+    arrays are kept and concatenated at the end.
+    """
+
+    def __init__(self, capacity: int | None = None):
+        self._parts: list = []
+        self._data = None if capacity is None else np.empty(max(int(capacity), 1), np.uint8)
+        self._offsets: list = []
+        self._used = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def add(self, arrays) -> None:
+        """Texts (large string arrays without nulls), in order."""
+        for a in arrays:
+            self._count += len(a)
+            if self._data is not None and a.null_count:
+                self._parts = [self._gathered(self._count - len(a))]
+                self._data = None
+            if self._data is None:
+                self._parts.append(a)
+                continue
+            _, ob, db = a.buffers()
+            off = np.frombuffer(ob, np.int64, len(a) + 1, a.offset * 8)
+            lo, hi = int(off[0]), int(off[-1])
+            end = self._used + hi - lo
+            if end > self._data.size:           # replaced UTF-8 made it longer
+                grown = np.empty(max(end, 2 * self._data.size), np.uint8)
+                grown[:self._used] = self._data[:self._used]
+                self._data = grown
+            if hi > lo:
+                self._data[self._used:end] = np.frombuffer(db, np.uint8, hi - lo, lo)
+            self._offsets.append(off[1:] - (lo - self._used))
+            self._used = end
+
+    def _gathered(self, count: int) -> pa.Array:
+        offsets = np.concatenate([np.zeros(1, np.int64)] + self._offsets)
+        return pa.LargeStringArray.from_buffers(
+            count, pa.py_buffer(offsets), pa.py_buffer(self._data[:self._used]))
+
+    def array(self) -> pa.Array:
+        """Every string added, as one large string array."""
+        if self._data is None:
+            return pa.concat_arrays(self._parts) if self._parts \
+                else pa.array([], type=pa.large_string())
+        return self._gathered(self._count)
+
+
 @dataclass
 class ShardReadState:
     """What a JSONL shard's blocks accumulate while it is read."""
@@ -125,8 +185,8 @@ class ShardReadState:
     id_field: str | None
     on_bad_record: str = "error"
     id_type: pa.DataType = field(default_factory=pa.large_string)
-    texts: list = field(default_factory=list)
-    ids: list = field(default_factory=list)
+    texts: TextSink = field(default_factory=TextSink)
+    ids: TextSink = field(default_factory=TextSink)
     lines: list = field(default_factory=list)
     skipped: list = field(default_factory=list)     # (line, reason)
     replaced: list = field(default_factory=list)   # per record: invalid Unicode replaced
@@ -198,11 +258,9 @@ def parse_block(block, st: ShardReadState) -> None:
         got = _arrow_block(block, st, int(rec_idx.size), int((ends - starts).max()))
     if got is not None:
         texts, ids = got
-        st.texts.extend(texts)
-        if ids is None:
-            st.ids.append(None)
-        else:
-            st.ids.extend(ids)
+        st.texts.add(texts)
+        if ids is not None:
+            st.ids.add(ids)
         st.lines.append(rec_idx.astype(np.int64) + (base + 1))
         st.replaced.append(np.isin(rec_idx, bad_lines) if bad_lines
                            else np.zeros(rec_idx.size, dtype=bool))
@@ -233,8 +291,9 @@ def _slow_block(block: bytes, starts, ends, base: int, st: ShardReadState,
         replaced.append(rep or i in bad_lines)
     if not lines:
         return
-    st.texts.append(pa.array(texts, type=pa.large_string()))
-    st.ids.append(pa.array(ids, type=pa.large_string()) if st.id_field is not None else None)
+    st.texts.add([pa.array(texts, type=pa.large_string())])
+    if st.id_field is not None:
+        st.ids.add([pa.array(ids, type=pa.large_string())])
     st.lines.append(np.asarray(lines, dtype=np.int64))
     st.replaced.append(np.asarray(replaced, dtype=bool))
 
@@ -275,21 +334,24 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
     if on_bad_record not in ON_BAD_RECORD:
         raise ValueError(f"on_bad_record must be 'error' or 'skip', got {on_bad_record!r}")
     st = ShardReadState(path, text_field, id_field, on_bad_record)
+    real = resolve(path)
+    if compression_of(real) is None and os.path.isfile(real):
+        # the file's bytes bound its texts and its ids
+        st.texts, st.ids = TextSink(os.path.getsize(real)), TextSink(os.path.getsize(real))
     for sc in scanned(iter_blocks(path, block_bytes)):
         parse_block(sc, st)
         if progress is not None:
             progress(len(sc.block))
-    if st.texts:
-        texts = pa.concat_arrays(st.texts)
+    texts = st.texts.array()
+    if st.lines:
         lines = np.concatenate(st.lines)
         replaced = np.concatenate(st.replaced)
     else:
-        texts = pa.array([], type=pa.large_string())
         lines = np.zeros(0, dtype=np.int64)
         replaced = np.zeros(0, dtype=bool)
     ids = None
-    if id_field is not None and st.ids:
-        ids = pa.concat_arrays([i for i in st.ids])
+    if id_field is not None and len(st.ids):
+        ids = st.ids.array()
         nulls = ids.null_count
         if nulls == len(ids):
             ids = None

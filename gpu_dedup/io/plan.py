@@ -27,7 +27,7 @@ import zstandard
 from ..errors import InputError
 from .arrow import datasets_files, is_datasets_folder
 from .compression import compression_of
-from .jsonl import BLOCK_BYTES, BOM, ShardReadState, iter_blocks, parse_block
+from .jsonl import BLOCK_BYTES, BOM, ShardReadState, TextSink, iter_blocks, parse_block
 from .jsonl_scan import scanned
 from .fs import getsize, is_url, open_binary
 from .parquet import open_parquet, read_parquet_shard
@@ -233,26 +233,31 @@ def sub_blocks(raw: bytes, size: int = BLOCK_BYTES):
 
 
 def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
-                      id_field: str | None, on_bad_record: str = "error") -> dict:
+                      id_field: str | None, on_bad_record: str = "error",
+                      size: int | None = None) -> dict:
     """A newline-aligned piece of a JSONL file, parsed block by block with
     :func:`gpu_dedup.io.jsonl.parse_block`; line numbers continue from
     ``lines_before``; from its fourth block on, the next block is scanned
     while this one is parsed (:func:`gpu_dedup.io.jsonl_scan.scanned`).
 
+    ``size``: the bytes of the blocks, when known (their texts and ids are
+    then gathered in one buffer each as they are parsed: :class:`TextSink`).
+
     Returns texts, ids (nulls where a record has none; None when no record
     has one), line numbers, the invalid-UTF-8 count, the skipped records,
     the first line without an id, and the number of lines read.
     """
-    st = ShardReadState(path, text_field, id_field, on_bad_record)
+    st = ShardReadState(path, text_field, id_field, on_bad_record, texts=TextSink(size),
+                        ids=TextSink(size))
     st.line_base = lines_before
     for sc in scanned(blocks):
         parse_block(sc, st)
-    texts = pa.concat_arrays(st.texts) if st.texts else pa.array([], pa.large_string())
+    texts = st.texts.array()
     lines = np.concatenate(st.lines) if st.lines else np.zeros(0, np.int64)
     ids = None
     first_missing = None
-    if id_field is not None and st.ids:
-        ids = pa.concat_arrays(st.ids)
+    if id_field is not None and len(st.ids):
+        ids = st.ids.array()
         if ids.null_count == len(ids):
             ids = None
         elif ids.null_count:
@@ -322,7 +327,7 @@ def read_piece(unit: dict, text_field: str, id_field: str | None,
         if unit["start"] == 0 and raw.startswith(BOM):
             raw = raw[len(BOM):]
         d = parse_jsonl_piece(path, sub_blocks(raw), unit["line_base"], text_field, id_field,
-                              on_bad_record)
+                              on_bad_record, size=len(raw))
         del raw
         d.update(path=path, compression=None, files=None)
     elif kind == "batches":
