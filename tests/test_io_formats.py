@@ -350,10 +350,13 @@ def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
     jsonl_scan.scan_block = counted
     try:
         one = read_jsonl_shard(str(p), on_bad_record="skip", block_bytes=len(raw) + 1)
-        plain = parse_jsonl_piece(str(p), sub_blocks(raw, len(raw) // 2 + 1), 0, "text", "id",
+        assert ahead == [False]                 # one block: read alone
+        ahead.clear()
+        plain = parse_jsonl_piece(str(p), sub_blocks(raw, len(raw) // 3 + 1), 0, "text", "id",
                                   "skip")
-        # one block, then three (the worker looks for a fourth): none scanned ahead
-        assert len(ahead) == 4 and not any(ahead)
+        # the first AHEAD_BLOCKS - 1 blocks in turn, the others ahead
+        k = jsonl_scan.AHEAD_BLOCKS - 1
+        assert len(ahead) > k and not any(ahead[:k]) and all(ahead[k:])
         ahead.clear()
         assert one.skipped and len(one.texts) > 300
         for bb in (300, 1000, 4096):
@@ -364,7 +367,7 @@ def test_scanning_the_next_block_ahead_reads_the_same(tmp_path):
             assert piece["texts"].equals(plain["texts"]) and piece["ids"].equals(plain["ids"])
             assert np.array_equal(piece["lines"], plain["lines"])
             assert piece["skipped"] == plain["skipped"] and len(piece["texts"]) > len(one.texts)
-            # each read: its first three blocks in turn, every later one ahead
+            # each read: its first AHEAD_BLOCKS - 1 blocks in turn, every later one ahead
             k = jsonl_scan.AHEAD_BLOCKS - 1
             runs = [i for i in range(len(ahead)) if not ahead[i] and (i == 0 or ahead[i - 1])]
             assert len(runs) == 2 and all(not any(ahead[r:r + k]) for r in runs)

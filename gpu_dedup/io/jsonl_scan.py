@@ -162,10 +162,12 @@ def scan_block(block: bytes) -> BlockScan:
 
 #: From this many blocks on, a file or piece is read with the next block
 #: scanned ahead (:func:`scanned`): a block is held ahead only once this many
-#: have been read, so it is at most a quarter of what the reader holds of
-#: the piece anyway, and a tight budget's small pieces are read block after
-#: block.
-AHEAD_BLOCKS = 4
+#: have been read, so it is at most half of what the reader holds of the
+#: piece anyway (its texts), and a piece of one block is read alone. From
+#: the second block rather than the fourth: paragraphs 311 against 284 MB/s
+#: and long documents 430 against 327 (fresh processes alternating, medians
+#: of 7), short lines 258 against 253.
+AHEAD_BLOCKS = 2
 
 
 def scanned(blocks):
