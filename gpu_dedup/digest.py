@@ -59,3 +59,25 @@ def file_sum(path: str, buf: bytearray | ReadBuffer | None = None) -> tuple[int,
             size = os.fstat(f.fileno()).st_size
             buf = (buf or ReadBuffer()).fit(size)
         return stream_sum(f, buf)
+
+
+class SummedWriter:
+    """A binary file being written that hashes what is written to it, so
+    that its ``(size, digest)`` (:func:`file_sum`'s) needs no second pass
+    over the file."""
+
+    def __init__(self, f):
+        self._f = f
+        self._h = xxhash.xxh3_128()
+        self.size = 0
+
+    def write(self, data) -> int:
+        view = memoryview(data).cast("B")
+        self._f.write(view)
+        self._h.update(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def sum(self) -> tuple[int, str]:
+        """``(size, hex XXH3-128)`` of what was written."""
+        return self.size, self._h.hexdigest()

@@ -53,7 +53,7 @@ import pyarrow.ipc as ipc
 import xxhash
 
 from ..atomic import is_tmp, tmp_path, write_atomic
-from ..digest import file_sum
+from ..digest import SummedWriter, file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
 from ..arrays import arrow
@@ -205,34 +205,13 @@ def _write_atomically(path: str, write, tmp: str | None = None) -> tuple[int, st
     """``write(tmp)``, then its size and hash, then rename over ``path``
     (:func:`gpu_dedup.atomic.write_atomic`: a failed write leaves nothing
     half-written; ``tmp``: a temporary name written already). ``write`` may
-    return the ``(size, digest)`` of what it wrote (:class:`_Summed`);
-    otherwise the file is read back to hash it. Returns the file's
-    ``(size, digest)``."""
+    return the ``(size, digest)`` of what it wrote
+    (:class:`~gpu_dedup.digest.SummedWriter`); otherwise the file is read
+    back to hash it. Returns the file's ``(size, digest)``."""
     def write_and_sum(t):
         got = write(t)
         return got if isinstance(got, tuple) else file_sum(t)
     return write_atomic(path, write_and_sum, tmp=tmp)
-
-
-class _Summed:
-    """A binary file being written that hashes what is written to it, so
-    that its ``(size, digest)`` (:func:`gpu_dedup.digest.file_sum`'s) needs
-    no second pass over the file."""
-
-    def __init__(self, f):
-        self._f = f
-        self._h = xxhash.xxh3_128()
-        self.size = 0
-
-    def write(self, data) -> int:
-        view = memoryview(data).cast("B")
-        self._f.write(view)
-        self._h.update(view)
-        self.size += view.nbytes
-        return view.nbytes
-
-    def sum(self) -> tuple[int, str]:
-        return self.size, self._h.hexdigest()
 
 
 def _write_npy(f, arr: np.ndarray) -> None:
@@ -464,7 +443,7 @@ class DiskStore:
     def save_npy(self, rel: str, arr: np.ndarray) -> None:
         def write(tmp):
             with open(tmp, "wb") as f:
-                out = _Summed(f)
+                out = SummedWriter(f)
                 _write_npy(out, arr)
             return out.sum()
         path = self.path(rel)
@@ -536,7 +515,7 @@ class DiskStore:
         try:
             for t, dt in zip(tmps, dtypes):
                 files.append(open(t, "wb"))
-                sums.append(_Summed(files[-1]))
+                sums.append(SummedWriter(files[-1]))
                 np.lib.format.write_array_header_2_0(
                     sums[-1], {"descr": np.lib.format.dtype_to_descr(dt),
                                "fortran_order": False, "shape": (int(count),)})
