@@ -40,15 +40,15 @@ def _tmp_files(folder) -> list[str]:
 def test_full_disk_in_the_work_directory(tmp_path, monkeypatch):
     src = _jsonl(tmp_path / "a.jsonl")
     from gpu_dedup.engine import store
-    real = np.save
+    real = store._write_npy
     calls = [0]
 
-    def save(f, arr, **kw):
+    def save(f, arr):              # the seventh array the store writes meets a full disk
         calls[0] += 1
         if calls[0] > 6:
             raise OSError(errno.ENOSPC, "No space left on device")
-        return real(f, arr, **kw)
-    monkeypatch.setattr(store.np, "save", save)
+        return real(f, arr)
+    monkeypatch.setattr(store, "_write_npy", save)
     work = tmp_path / "work"
     with pytest.raises(DedupError) as e:
         run([src], str(tmp_path / "out"), CFG, work_dir=str(work), html=False)
@@ -56,7 +56,8 @@ def test_full_disk_in_the_work_directory(tmp_path, monkeypatch):
     assert "No space left on device" in msg and "\n" not in msg
     assert not (tmp_path / "out").exists()
     assert _tmp_files(work) == []                   # nothing half-written left behind
-    monkeypatch.setattr(store.np, "save", real)
+    assert calls[0] > 6
+    monkeypatch.setattr(store, "_write_npy", real)
     # the completed units are reused and the result is whole
     report = run([src], str(tmp_path / "out"), CFG, work_dir=str(work), html=False)
     assert report["work"]["reused"].get("read")
