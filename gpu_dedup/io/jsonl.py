@@ -12,9 +12,10 @@ A suffix is trusted: a ``.gz`` file that is not gzip is a corrupt-data error.
 
 Reading streams the decompressed file in newline-aligned blocks
 (:func:`iter_blocks`). Each block is scanned (:mod:`gpu_dedup.io.jsonl_scan`;
-from a file's fourth block on, the next one in a worker thread while this
+from a file's second block on, the next one in a worker thread while this
 one is parsed), then parsed by Arrow's JSON reader, asking only for the text and
-id fields (:func:`parse_block`). A block goes through the
+id fields (:func:`parse_block`), which are copied at once into one buffer
+for the shard (:class:`TextSink`). A block goes through the
 line-by-line parser instead when it holds anything Arrow and Python's
 :mod:`json` could disagree on: invalid UTF-8 (replaced, and the lines
 counted), a line that is not ``{...}``, a record without a string text, a

@@ -237,7 +237,7 @@ def parse_jsonl_piece(path: str, blocks, lines_before: int, text_field: str,
                       size: int | None = None) -> dict:
     """A newline-aligned piece of a JSONL file, parsed block by block with
     :func:`gpu_dedup.io.jsonl.parse_block`; line numbers continue from
-    ``lines_before``; from its fourth block on, the next block is scanned
+    ``lines_before``; from its second block on, the next block is scanned
     while this one is parsed (:func:`gpu_dedup.io.jsonl_scan.scanned`).
 
     ``size``: the bytes of the blocks, when known (their texts and ids are
