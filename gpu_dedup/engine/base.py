@@ -20,10 +20,8 @@ from ..errors import InputError
 from ..ids import duplicate_id_error
 from ..io.plan import location
 from ..timing import StageTimer
-from . import layout
+from . import exact_tasks, layout
 from .records import Documents
-from . import exact_tasks
-from .exact_tasks import split_units, task_ids, task_split
 from .tasks import Ctx, gather_ids
 
 log = logging.getLogger("gpu_dedup")
@@ -182,17 +180,13 @@ class RunnerBase:
         of the id fingerprints, is one error naming both places."""
         if not any(c["has_ids"] for c in docs.chunks):
             return
-        parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
-                                / self.plan.task_bytes))
-        split = parts >= exact_tasks.SPLIT_PARTS
-        if split:                # each chunk's fingerprints ordered by partition, once
-            self.ex.map(task_split, [(layout.IDFP, c, parts, False, False)
-                                     for c in range(len(docs.chunks))], self.ctx, docs)
-        found = [r for r in self.ex.map(task_ids, [(p, parts, split) for p in range(parts)],
+        parts, split = self._fingerprint_parts(
+            docs, layout.IDFP, lambda task, items: self.ex.map(task, items, self.ctx, docs))
+        found = [r for r in self.ex.map(exact_tasks.task_ids,
+                                        [(p, parts, split) for p in range(parts)],
                                         self.ctx, docs) if r is not None]
         if split:
-            for u in split_units(layout.IDFP, parts, len(docs.chunks)):
-                self.store.forget(u)
+            self._forget_split(docs, layout.IDFP, parts)
         if not found:
             return
         first, second = min(found)
@@ -200,6 +194,28 @@ class RunnerBase:
         if ids[0] == ids[1]:          # not two ids with one fingerprint
             raise duplicate_id_error(ids[0], self._locate(docs, second),
                                      self._locate(docs, first))
+
+    def _fingerprint_parts(self, docs: Documents, name: str, run, active: bool = False,
+                           lengths: bool = False) -> tuple[int, bool]:
+        """The partitions of the 128-bit fingerprints ``name`` (``fp.npy`` or
+        ``idfp.npy``), a task's share each, and whether each chunk's are
+        first ordered by partition (from
+        :data:`~gpu_dedup.engine.exact_tasks.SPLIT_PARTS` partitions on):
+        then by :func:`~gpu_dedup.engine.exact_tasks.task_split`, through
+        ``run(task, items)``, with ``active`` and ``lengths`` as the
+        partitions read them. :meth:`_forget_split` deletes them once read."""
+        parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
+                                / self.plan.task_bytes))
+        split = parts >= exact_tasks.SPLIT_PARTS
+        if split:
+            run(exact_tasks.task_split, [(name, c, parts, active, lengths)
+                                         for c in range(len(docs.chunks))])
+        return parts, split
+
+    def _forget_split(self, docs: Documents, name: str, parts: int) -> None:
+        """The units of :meth:`_fingerprint_parts`' split, deleted."""
+        for c in range(len(docs.chunks)):
+            self.store.forget(layout.fingerprint_split(name, parts, c))
 
     def _locate(self, docs: Documents, i: int) -> str:
         ci = int(docs.chunk_of(i))

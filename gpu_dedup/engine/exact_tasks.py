@@ -59,12 +59,6 @@ def task_split(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     return {**meta, "reused": 0}
 
 
-def split_units(name: str, parts: int, chunks: int) -> list:
-    """The :func:`task_split` units of ``chunks`` chunks (to forget once the
-    partitions are read)."""
-    return [layout.fingerprint_split(name, parts, c) for c in range(chunks)]
-
-
 def task_exact(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     """Representatives and exact duplicates among the documents whose
     fingerprint falls in partition ``p`` of ``parts`` (read from the

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 from dataclasses import dataclass
 
@@ -197,14 +196,9 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         meta = self._stage_done("exact")
         st = self.store
         if meta is None:
-            parts = max(1, math.ceil(docs.count * exact_tasks.FINGERPRINT_TASK_BYTES
-                                    / self.plan.task_bytes))
-            longest = self.cfg.keep == "longest"
-            split = parts >= exact_tasks.SPLIT_PARTS
-            if split:            # each chunk's fingerprints ordered by partition, once
-                self._map("exact", exact_tasks.task_split,
-                          [(layout.FP, c, parts, True, longest) for c in range(len(docs.chunks))],
-                          docs)
+            parts, split = self._fingerprint_parts(
+                docs, layout.FP, lambda task, items: self._map("exact", task, items, docs),
+                active=True, lengths=self.cfg.keep == "longest")
             self._map("exact", exact_tasks.task_exact, [(p, parts, split) for p in range(parts)],
                       docs)
             # each chunk's positions merged from the partitions by a task, then
@@ -232,8 +226,7 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
                 for name in names:
                     st.discard(layout.file(u, f"{name}.npy"))
             if split:
-                for u in exact_tasks.split_units(layout.FP, parts, len(docs.chunks)):
-                    st.forget(u)
+                self._forget_split(docs, layout.FP, parts)
         # mapped from a disk store, not read in: what the driver reads of them
         # (searches, gathers) stays in pages the system can drop
         self.reps = np.asarray(st.load_npy(layout.exact("reps"), mmap=True))
