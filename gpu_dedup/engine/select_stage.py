@@ -108,8 +108,8 @@ class SelectStage:
         """The bytes of text of the representatives in each bin of ranks
         (:data:`RANK_BINS`), counted by tasks over the chunks."""
         g = chunk_reps(self)
-        items = [{"key": c["key"], "d0": int(self.doc_starts[i]), "g0": int(g[i]), "g1": int(g[i + 1]),
-                  "ranked": ranked, "n": self.R, "bins": RANK_BINS}
+        items = [{"key": c["key"], "d0": int(self.doc_starts[i]), "g0": int(g[i]),
+                  "g1": int(g[i + 1]), "ranked": ranked, "n": self.R, "bins": RANK_BINS}
                  for i, c in enumerate(self.chunks) if g[i + 1] > g[i]]
         got = self._map("buckets", bucket_tasks.task_rank_text, items)
         return np.asarray(got, dtype=np.float64).reshape(len(items), -1).sum(axis=0) \
@@ -325,9 +325,7 @@ class SelectStage:
         slice of every array is written, chunk after chunk. No step holds
         more than one range's or one chunk's. Returns the pairs written."""
         st = self.store
-        reps = st.load_npy(layout.exact("reps"), mmap=True)
-        g = np.searchsorted(reps, self.doc_starts).astype(np.int64)
-        del reps
+        g = chunk_reps(self)
         C = g.size - 1
         spills: dict = {}
         pairs = 0
