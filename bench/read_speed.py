@@ -66,8 +66,8 @@ READERS = {
 
 def one(reader: str, path: str, readers: dict = READERS) -> tuple[float, int]:
     code, *args = readers[reader]
-    p = subprocess.run([sys.executable, "-c", code, path, *args], capture_output=True,
-                       text=True, timeout=600, cwd=tempfile.gettempdir())
+    p = subprocess.run([sys.executable, "-c", code, os.path.abspath(path), *args],
+                       capture_output=True, text=True, timeout=600, cwd=tempfile.gettempdir())
     if p.returncode != 0:
         raise SystemExit(f"{reader} on {path} failed: {p.stderr.strip()[-2000:]}")
     secs, docs = p.stdout.split()

@@ -337,8 +337,8 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
     st = ShardReadState(path, text_field, id_field, on_bad_record)
     real = resolve(path)
     if compression_of(real) is None and os.path.isfile(real):
-        # the file's bytes bound its texts and its ids
-        st.texts, st.ids = TextSink(os.path.getsize(real)), TextSink(os.path.getsize(real))
+        size = os.path.getsize(real)         # the file's bytes bound its texts and its ids
+        st.texts, st.ids = TextSink(size), TextSink(size)
     for sc in scanned(iter_blocks(path, block_bytes)):
         parse_block(sc, st)
         if progress is not None:

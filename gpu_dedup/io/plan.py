@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pyarrow as pa
 import zstandard
 
 from ..errors import InputError
