@@ -360,26 +360,36 @@ def word_diff(kept: str, other: str) -> tuple[str, str, int]:
     return left + more, right + more, diff
 
 
+def _strings_of(strings, docs: list) -> dict:
+    """``{doc: str}`` of the documents ``docs`` of ``strings`` (an Arrow
+    array, or the stored texts or ids), read in one pass over the sorted
+    distinct documents rather than one read each."""
+    want = unique(np.asarray(docs, dtype=np.int64))
+    got = strings.take(want).to_pylist() if want.size else []
+    return dict(zip(want.tolist(), got))
+
+
 def _clusters_html(data: HtmlData, corpus) -> str:
     """The largest clusters: each removed document beside the kept document
     it names (``duplicate_of``), with the words that differ marked."""
-    texts = corpus.texts
-    ids = corpus.ids
     parts = []
     if not data.groups:
         return '<p class="note">No duplicates were found.</p>'
+    shown_docs = [int(x) for _, _, _, shown in data.groups for m, d, _ in shown for x in (m, d)]
+    texts = _strings_of(corpus.texts, shown_docs)
+    ids = _strings_of(corpus.ids, shown_docs)
     for rank, (label, size, n_removed, shown) in enumerate(data.groups, 1):
         rows = []
         for m, d, sim in shown:
-            kept_text = texts[d].as_py()
-            other = texts[m].as_py()
+            kept_text = texts[int(d)]
+            other = texts[int(m)]
             left, right, nd = word_diff(kept_text, other)
             same = "identical text" if other == kept_text else f"{nd:,} word(s) differ"
             rows.append(
                 f'<div class="docs pair"><div class="doc kept"><div class="id">kept: '
-                f'{esc(ids[d].as_py())}</div>{left}</div>'
-                f'<div class="doc removed"><div class="id">removed: {esc(ids[m].as_py())} '
-                f'<span class="note">(duplicate of {esc(ids[d].as_py())}, similarity '
+                f'{esc(ids[int(d)])}</div>{left}</div>'
+                f'<div class="doc removed"><div class="id">removed: {esc(ids[int(m)])} '
+                f'<span class="note">(duplicate of {esc(ids[int(d)])}, similarity '
                 f'{sim:.3f}; {same})</span></div>{right}</div></div>')
         parts.append(
             f'<div class="cluster"><h3>#{rank}: {size:,} documents '
