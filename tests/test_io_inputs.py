@@ -85,6 +85,39 @@ def test_kept_lines_are_copied_exactly(tmp_path, name, comp, keep_first):
     assert _decompress(out).startswith(BOM) == keep_first
 
 
+@pytest.mark.parametrize("interpreted", [False, True])
+@pytest.mark.parametrize("seed", range(4))
+def test_kept_lines_copied_by_the_kernel_are_the_lines_of_the_input(tmp_path, seed,
+                                                                   interpreted):
+    """Random lines (empty ones, carriage returns, invalid UTF-8, a last line
+    with or without its newline), random kept lines, blocks of a few bytes
+    to many lines: the output is the kept lines of the input, each with a
+    newline, whether the kernel that copies them runs compiled or
+    interpreted (its stand-in)."""
+    from gpu_dedup.kernels import jit
+    rng = np.random.default_rng(seed)
+    pieces = [b"", b"\r", b"\xff\xfe", b'{"text": "x"}', b"abc " * 7, "é".encode()]
+    lines = [b"".join(pieces[int(i)] for i in rng.integers(0, len(pieces), rng.integers(0, 5)))
+             for _ in range(int(rng.integers(1, 300)))]
+    raw = b"\n".join(lines) + (b"\n" if seed % 2 else b"")
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(raw)
+    want_lines = raw.split(b"\n")
+    if raw.endswith(b"\n"):
+        want_lines = want_lines[:-1]
+    for share in (0.0, 0.3, 0.9, 1.0):
+        kept = np.flatnonzero(rng.random(len(want_lines)) < share) + 1
+        for block in (16, 200, 1 << 20):
+            dst = tmp_path / f"out-{share}-{block}.jsonl"
+            if interpreted:
+                with jit.interpreted():
+                    n = write_kept_lines(str(src), kept, str(dst), block_bytes=block)
+            else:
+                n = write_kept_lines(str(src), kept, str(dst), block_bytes=block)
+            assert n == kept.size
+            assert dst.read_bytes() == b"".join(want_lines[k - 1] + b"\n" for k in kept)
+
+
 def test_shard_write_kept_mirrors_the_input(tmp_path):
     lines = _messy_lines()
     src = tmp_path / "docs.jsonl"

@@ -382,10 +382,12 @@ def read_jsonl_shard(path: str, text_field: str = "text", id_field: str | None =
 
 def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
     """For each block of ``src`` holding kept lines: the block, as it is in
-    the input (byte-order mark and invalid UTF-8 included), and the byte
-    bounds of its runs of consecutive kept lines (start of the first line,
-    end of the last, before its newline). Line numbers are those the readers
-    give: neither the mark nor the UTF-8 repair adds or moves a newline."""
+    the input (byte-order mark and invalid UTF-8 included), the byte bounds
+    of its runs of consecutive kept lines (start of the first line, end of
+    the last with its newline: the block's end where its last line has
+    none), and whether the last run lacks that newline. Line numbers are
+    those the readers give: neither the mark nor the UTF-8 repair adds or
+    moves a newline."""
     base = 0
     j = 0
     for block in iter_blocks(src, block_bytes, keep_bom=True):
@@ -403,7 +405,10 @@ def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
         first = starts[sel[np.concatenate([[0], brk])]]
         last = ends[sel[np.concatenate([brk - 1, [sel.size - 1]])]]
         del starts, ends
-        yield block, first, last, int(sel.size)
+        open_end = int(last[-1]) == len(block)      # a last line with no newline
+        if not open_end:
+            last += 1
+        yield block, first, last, open_end, int(sel.size)
 
 
 def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
@@ -412,23 +417,31 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
     to ``dst``, each exactly as in ``src`` and followed by a newline, in the
     compression ``src`` has, one block of at most about ``block_bytes`` at a
     time (zstd reads ``src`` twice: its frame header records the size
-    first). Returns the number of lines written."""
+    first). A block's kept runs are copied into one buffer, reused from
+    block to block, by a kernel (:func:`gpu_dedup.kernels.cpu.gather_ranges`):
+    no Python step per run. Returns the number of lines written."""
+    from ..kernels.cpu import gather_ranges
+
     kept_lines = np.asarray(kept_lines, dtype=np.int64)
     comp = compression_of(src)
     size = None
     if comp == "zstd":
-        size = sum(int((last - first).sum()) + first.size
-                   for _, first, last, _ in _kept_runs(src, kept_lines, block_bytes))
+        size = sum(int((last - first).sum()) + int(open_end)
+                   for _, first, last, open_end, _ in _kept_runs(src, kept_lines, block_bytes))
     sink = CompressedWriter(dst, comp, size)
     written = 0
+    buf = None
     try:
-        for block, first, last, lines in _kept_runs(src, kept_lines, block_bytes):
-            mv = memoryview(block)
-            parts = []
-            for a, b in zip(first.tolist(), last.tolist()):
-                parts.append(mv[a:b])
-                parts.append(b"\n")
-            sink.write(b"".join(parts))
+        for block, first, last, open_end, lines in _kept_runs(src, kept_lines, block_bytes):
+            off = np.zeros(first.size + 1, dtype=np.int64)
+            np.cumsum(last - first, out=off[1:])
+            total = int(off[-1]) + int(open_end)
+            if buf is None or buf.size < total:
+                buf = np.empty(max(total, len(block) + 1), dtype=np.uint8)
+            gather_ranges(np.frombuffer(block, dtype=np.uint8), first, last, off, out=buf)
+            if open_end:
+                buf[total - 1] = 0x0A
+            sink.write(memoryview(buf)[:total])
             written += lines
     finally:
         sink.close()
