@@ -12,8 +12,8 @@ checked), so what is timed is the ``write`` stage that every run ends with,
 from report.json. MB are the bytes of the output folder's three outputs.
 
 ``--old REV``: the same, alternating with the writer of another revision
-(``gpu_dedup/engine/outputs.py`` of ``REV``, put in place for its runs and
-put back after), run after run, so that load hits both alike.
+(the writer's modules of ``REV``, :data:`WRITER`, put in place for its runs
+and put back after), run after run, so that load hits both alike.
 """
 from __future__ import annotations
 
@@ -32,7 +32,11 @@ sys.path.insert(0, HERE)
 import corpora  # noqa: E402
 import results  # noqa: E402
 
-WRITER = os.path.join("gpu_dedup", "engine", "outputs.py")
+#: The writer's modules, as ``--old`` swaps them (kernels stay: swapping
+#: them would make every run compile them again).
+WRITER = [os.path.join("gpu_dedup", "engine", "outputs.py"),
+          os.path.join("gpu_dedup", "io", "jsonl.py"),
+          os.path.join("gpu_dedup", "io", "parquet.py")]
 
 
 def run(path: str, work: str, out: str) -> dict:
@@ -53,6 +57,13 @@ def run(path: str, work: str, out: str) -> dict:
             "peak_mib": r["memory"]["peak_rss_bytes"]["write"] / 2 ** 20}
 
 
+def put(files: dict) -> None:
+    """Write ``{path: bytes}`` into the tree."""
+    for w, data in files.items():
+        with open(os.path.join(ROOT, w), "wb") as f:
+            f.write(data)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=5)
@@ -62,11 +73,13 @@ def main(argv=None) -> int:
     m = results.machine()
     trees = {"this tree": None}
     if args.old:
-        old = subprocess.run(["git", "show", f"{args.old}:{WRITER}"], cwd=ROOT, check=True,
-                             capture_output=True).stdout
-        trees[f"{args.old}'s writer"] = old
-    with open(os.path.join(ROOT, WRITER), "rb") as f:
-        mine = f.read()
+        trees[f"{args.old}'s writer"] = {
+            w: subprocess.run(["git", "show", f"{args.old}:{w}"], cwd=ROOT, check=True,
+                              capture_output=True).stdout for w in WRITER}
+    mine = {}
+    for w in WRITER:
+        with open(os.path.join(ROOT, w), "rb") as f:
+            mine[w] = f.read()
     specs = [corpora.debian_short(), corpora.debian_entries(), corpora.long_documents()]
     lines = results.Lines()
     lines.say(f"`python bench/write_speed.py --repeat {args.repeat}"
@@ -88,12 +101,10 @@ def main(argv=None) -> int:
                 for t, source in trees.items():     # alternating, so that load hits both
                     out = os.path.join(scratch, f"out{i}")
                     try:
-                        with open(os.path.join(ROOT, WRITER), "wb") as f:
-                            f.write(mine if source is None else source)
+                        put(source or mine)
                         got[t].append(run(spec.path, work, out))
                     finally:
-                        with open(os.path.join(ROOT, WRITER), "wb") as f:
-                            f.write(mine)
+                        put(mine)
                         shutil.rmtree(out, ignore_errors=True)
             for t, runs in got.items():
                 secs = statistics.median(r["seconds"] for r in runs)

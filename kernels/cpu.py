@@ -472,16 +472,12 @@ def _fold_docs(offsets, data, out, where, lengths, base, i0, i1):
         o += n
 
 
-def gather_ranges(data, b0, b1, out_off, out=None):
+def gather_ranges(data, b0, b1, out_off):
     """The byte ranges ``data[b0[i]:b1[i]]``, one after another (``out_off``:
     where each starts, ``len(b0) + 1`` entries; ``b1`` must equal ``b0``
-    plus the sizes that ``out_off`` gives), in ``out`` (at least
-    ``out_off[-1]`` bytes; None: a new array of that size)."""
+    plus the sizes that ``out_off`` gives)."""
     n = b0.shape[0]
-    if out is None:
-        out = np.empty(out_off[n], np.uint8)
-    elif out.shape[0] < out_off[n]:
-        raise ValueError(f"{out.shape[0]} bytes for {out_off[n]} bytes of ranges")
+    out = np.empty(out_off[n], np.uint8)
     for_range(gather_runs, n, data, b0, out_off, out, grain=1024)
     return out
 

@@ -417,11 +417,9 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
     to ``dst``, each exactly as in ``src`` and followed by a newline, in the
     compression ``src`` has, one block of at most about ``block_bytes`` at a
     time (zstd reads ``src`` twice: its frame header records the size
-    first). A block's kept runs are copied into one buffer, reused from
-    block to block, by a kernel (:func:`gpu_dedup.kernels.cpu.gather_ranges`):
-    no Python step per run. Returns the number of lines written."""
-    from ..kernels.cpu import gather_ranges
-
+    first). A run of kept lines is one slice of its block, its newline
+    included: one Python step per run, not per line. Returns the number of
+    lines written."""
     kept_lines = np.asarray(kept_lines, dtype=np.int64)
     comp = compression_of(src)
     size = None
@@ -430,18 +428,13 @@ def write_kept_lines(src: str, kept_lines: np.ndarray, dst: str,
                    for _, first, last, open_end, _ in _kept_runs(src, kept_lines, block_bytes))
     sink = CompressedWriter(dst, comp, size)
     written = 0
-    buf = None
     try:
         for block, first, last, open_end, lines in _kept_runs(src, kept_lines, block_bytes):
-            off = np.zeros(first.size + 1, dtype=np.int64)
-            np.cumsum(last - first, out=off[1:])
-            total = int(off[-1]) + int(open_end)
-            if buf is None or buf.size < total:
-                buf = np.empty(max(total, len(block) + 1), dtype=np.uint8)
-            gather_ranges(np.frombuffer(block, dtype=np.uint8), first, last, off, out=buf)
+            mv = memoryview(block)
+            parts = [mv[a:b] for a, b in zip(first.tolist(), last.tolist())]
             if open_end:
-                buf[total - 1] = 0x0A
-            sink.write(memoryview(buf)[:total])
+                parts.append(b"\n")
+            sink.write(b"".join(parts))
             written += lines
     finally:
         sink.close()
