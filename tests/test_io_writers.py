@@ -188,6 +188,21 @@ def test_the_parquet_writer_writes_pyarrow_parquets_bytes(tmp_path, compression)
     write_table(tables[2], str(one), compression)
     pq.write_table(tables[2], theirs, compression=compression)
     assert one.read_bytes() == theirs.read_bytes()
+    # some columns dictionary-encoded, the others plain: pyarrow's bytes again
+    some = ["cluster", "similarity"]
+    with ParquetWriter(str(ours), schema, compression, dictionary=some) as w:
+        for t in tables:
+            w.write_table(t)
+    with pq.ParquetWriter(str(theirs), schema, compression=compression,
+                          use_dictionary=some) as w:
+        for t in tables:
+            w.write_table(t)
+    assert ours.read_bytes() == theirs.read_bytes()
+    meta = pq.ParquetFile(ours).metadata.row_group(0)
+    encoded = {meta.column(i).path_in_schema: meta.column(i).has_dictionary_page
+               for i in range(meta.num_columns)}
+    assert encoded == {"id": False, "cluster": True, "kept": False, "similarity": True,
+                       "text": False}              # (booleans never have a dictionary)
 
 
 def test_the_parquet_writer_falls_back_to_pyarrow_parquets(tmp_path, monkeypatch):

@@ -139,7 +139,10 @@ class RunOutputs:
         if self.context is not None:
             fields.append(("duplicate_of_index", pa.string()))
         schema = pa.schema(fields)
-        with ParquetWriter(os.path.join(folder, "clusters.parquet"), schema) as w:
+        # ids and cluster labels are (nearly) all distinct: no dictionary
+        repeated = [f for f, _ in fields if f not in ("id", "cluster")]
+        with ParquetWriter(os.path.join(folder, "clusters.parquet"), schema,
+                           dictionary=repeated) as w:
             rg = RowGroups(w, schema)
             for ci, r in self.chunk_results(("cluster", "kept", "duplicate_of", "similarity")):
                 c = self.chunks[ci]
@@ -172,7 +175,9 @@ class RunOutputs:
         release_memory()
         schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
                             ("similarity", pa.float64())])
-        with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema) as w:
+        # a kept document's id repeats over its pairs; the second ids hardly
+        with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema,
+                           dictionary=["id_a", "similarity"]) as w:
             rg = RowGroups(w, schema)
             for _, r in self.chunk_results(("pair_a", "pair_b", "pair_similarity")):
                 a, b, sims = r["pair_a"], r["pair_b"], r["pair_similarity"]

