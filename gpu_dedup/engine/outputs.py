@@ -139,10 +139,8 @@ class RunOutputs:
         if self.context is not None:
             fields.append(("duplicate_of_index", pa.string()))
         schema = pa.schema(fields)
-        # ids and cluster labels are (nearly) all distinct: no dictionary
-        repeated = [f for f, _ in fields if f not in ("id", "cluster")]
         with ParquetWriter(os.path.join(folder, "clusters.parquet"), schema,
-                           dictionary=repeated) as w:
+                           dictionary=dictionary_columns(schema)) as w:
             rg = RowGroups(w, schema)
             for ci, r in self.chunk_results(("cluster", "kept", "duplicate_of", "similarity")):
                 c = self.chunks[ci]
@@ -175,9 +173,8 @@ class RunOutputs:
         release_memory()
         schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
                             ("similarity", pa.float64())])
-        # a kept document's id repeats over its pairs; the second ids hardly
         with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema,
-                           dictionary=["id_a", "similarity"]) as w:
+                           dictionary=dictionary_columns(schema)) as w:
             rg = RowGroups(w, schema)
             for _, r in self.chunk_results(("pair_a", "pair_b", "pair_similarity")):
                 a, b, sims = r["pair_a"], r["pair_b"], r["pair_similarity"]
@@ -264,6 +261,18 @@ class StoredStrings:
         """The strings of the sorted global document positions, read a chunk
         at a time."""
         return gather(self.ctx, self.docs, np.asarray(positions, dtype=np.int64), self.name)
+
+
+#: Output columns of (nearly) distinct values: each document's id and cluster
+#: label, and a pair's second id (a kept document's id repeats over its
+#: pairs, the second ones hardly). Dictionary-encoding them costs time and
+#: bytes (:class:`~gpu_dedup.io.parquet.ParquetWriter`).
+DISTINCT_COLUMNS = ("id", "cluster", "id_b")
+
+
+def dictionary_columns(schema: pa.Schema) -> list:
+    """The columns of an output schema written dictionary-encoded."""
+    return [n for n in schema.names if n not in DISTINCT_COLUMNS]
 
 
 class RowGroups:
