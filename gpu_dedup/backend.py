@@ -165,11 +165,12 @@ class Backend(Protocol):
         them in the handle ``sets`` from :meth:`shingle_sets`."""
         ...
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
         """The bound rows of documents ``docs``: a host ``len(docs) x
-        BOUND_WORDS`` uint32 array, row ``i`` that of ``docs[i]``
+        words`` uint32 array, row ``i`` that of ``docs[i]``
         (:func:`kernels.primitives.bound_row`: the distinct shingle hashes
-        counted by their top bits into bins, then their number)."""
+        counted by their top bits into ``(words - 1) * 4`` bins, then their
+        number)."""
         ...
 
     def jaccard_rows(self, sets, ia, ib, floor: float = 0.0, other=None):
@@ -326,10 +327,10 @@ class CpuBackend:
         set_off, values = self._k.shingle_sets(offsets, data, docs, word_mode, n)
         return docs, set_off, values
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
         """Bound rows: ``kernels.cpu.set_bounds`` (see :meth:`Backend.bound_rows`)."""
         docs = np.ascontiguousarray(docs, dtype=np.int64)
-        out = np.empty((docs.size, self._k.BOUND_WORDS), dtype=np.uint32)
+        out = np.empty((docs.size, int(words)), dtype=np.uint32)
         self._k.set_bounds(np.asarray(offsets), np.asarray(data), docs, bool(word_mode),
                            int(n), out)
         return out

@@ -436,16 +436,17 @@ class GpuBackend(DeviceArrays):
                 values = mod.concatenate([p[1] for p in parts])
             return docs, set_off, values
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
         """The bound rows of the documents ``docs`` (host ``len(docs) x
-        BOUND_WORDS`` uint32): their shingle sets built on the device a round
+        words`` uint32): their shingle sets built on the device a round
         at a time and counted into bins there (``kernels.cuda.set_bound_rows``)."""
         docs = np.ascontiguousarray(self.to_host(docs), dtype=np.int64)
-        out = np.empty((docs.shape[0], self._k.BOUND_WORDS), dtype=np.uint32)
+        out = np.empty((docs.shape[0], int(words)), dtype=np.uint32)
         with self._tracked():
             for t0, t1, set_off, values in self._set_rounds(
                     offsets, data, word_mode, n, docs, int(VERIFY_SHARE * self.budget)):
-                out[t0:t1] = self.to_host(self._k.set_bound_rows(self.xp, set_off, values))
+                out[t0:t1] = self.to_host(self._k.set_bound_rows(self.xp, set_off, values,
+                                                                  int(words)))
                 del set_off, values
         return out
 

@@ -20,7 +20,7 @@ from .jit import njit
 
 from .densify import LANES, densify_group, first_hits, probe_table
 from .hashing import U64, fmix64, oph_bin, xxh64
-from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, band_key,
+from .primitives import (BOUND_WORDS, agreement, ascii_char_hashes, band_key, is_bound_width,
                          bound_row, bound_scratch, doc_shingle_hashes, fold_minima,
                          high_bytes, jaccard_upper, mixed_char_hashes)
 from .runs import jaccard_of_runs
@@ -215,7 +215,9 @@ def _shingle_set_blocks(offsets, data, docs, word_mode, n, raw_off, raw, uniq, b
 
 def set_bounds(offsets, data, docs, word_mode, n, out):
     """The bound rows (:func:`kernels.primitives.bound_row`) of the documents
-    ``docs`` into ``out`` (``len(docs) x BOUND_WORDS`` uint32)."""
+    ``docs`` into ``out`` (``len(docs) x W`` uint32, ``W`` words a row:
+    :func:`kernels.primitives.is_bound_width`)."""
+    _check_width(out)
     for_range(_set_bound_blocks, _blocks(docs.shape[0]), offsets, data, docs, word_mode, n, out)
 
 
@@ -234,12 +236,16 @@ def _set_bound_blocks(offsets, data, docs, word_mode, n, out, b0, b1):
             bound_row(hashes, cnt, slots, used, out[t])
 
 
+def _check_width(rows) -> None:
+    if rows.ndim != 2 or not is_bound_width(rows.shape[1]):
+        raise ValueError(f"bound rows of the wrong width ({rows.shape})")
+
+
 def jaccard_upper_bounds(rows, ia, ib):
     """:func:`kernels.primitives.jaccard_upper` of rows ``ia[e]`` and
-    ``ib[e]`` of the bound rows ``rows`` (``n x BOUND_WORDS`` uint32):
+    ``ib[e]`` of the bound rows ``rows`` (``n x W`` uint32):
     float64, at least each pair's exact Jaccard."""
-    if rows.ndim != 2 or rows.shape[1] != BOUND_WORDS:
-        raise ValueError("bound rows of the wrong width")
+    _check_width(rows)
     out = np.empty(ia.shape[0], np.float64)
     for_range(_upper_bound_edges, ia.shape[0], rows, rows.view(np.uint8), ia, ib, out,
               grain=4096)
@@ -248,11 +254,13 @@ def jaccard_upper_bounds(rows, ia, ib):
 
 @njit(cache=True, nogil=True, stand_in="vector_misc.upper_bound_edges")
 def _upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
+    last = rows.shape[1] - 1
+    bins = last * 4
     for e in range(e0, e1):
         a = ia[e]
         b = ib[e]
-        out[e] = jaccard_upper(counts[a], counts[b], rows[a, BOUND_WORDS - 1],
-                               rows[b, BOUND_WORDS - 1])
+        out[e] = jaccard_upper(counts[a, :bins], counts[b, :bins], rows[a, last],
+                               rows[b, last])
     return out
 
 
@@ -264,8 +272,7 @@ def window_upper_bounds(rows, p_off, p_u, b_off, members, width, fixed=0):
     p_off[v + 1]``. The same values, without the second ranks spelt out,
     computed bucket by bucket: a bucket's first members are read once for
     all its members (their rows stay in the caches), not once for each."""
-    if rows.ndim != 2 or rows.shape[1] != BOUND_WORDS:
-        raise ValueError("bound rows of the wrong width")
+    _check_width(rows)
     out = np.empty(p_u.shape[0], np.float64)
     lo, hi = int(b_off[0]), int(b_off[-1])
     for_range(_bucket_window_bounds, hi - lo, rows, rows.view(np.uint8), p_off, p_u, b_off,
@@ -280,6 +287,8 @@ def _bucket_window_bounds(rows, counts, p_off, p_u, b_off, members, width, fixed
     against its bucket's first ``width`` members before it, written at
     their place in its window list (both ascend: one walk)."""
     last = b_off.shape[0] - 1
+    words = rows.shape[1] - 1           # the distinct count's word
+    bins = words * 4
     b = 0
     hi = last
     while b < hi:                       # the bucket of the first entry
@@ -296,14 +305,14 @@ def _bucket_window_bounds(rows, counts, p_off, p_u, b_off, members, width, fixed
         v = members[e]
         if w <= 0 or v < fixed:
             continue
-        cv = counts[v]
-        sv = rows[v, BOUND_WORDS - 1]
+        cv = counts[v, :bins]
+        sv = rows[v, words]
         i = p_off[v]
         for j in range(w):
             u = members[b0 + j]
             while p_u[i] < u:
                 i += 1
-            out[i] = jaccard_upper(counts[u], cv, rows[u, BOUND_WORDS - 1], sv)
+            out[i] = jaccard_upper(counts[u, :bins], cv, rows[u, words], sv)
     return out
 
 

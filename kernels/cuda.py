@@ -23,7 +23,7 @@ from .cuda_kernels import (
     greedy_best_kernel, greedy_decide_kernel, greedy_missing_kernel, greedy_window_kernel,
     has_shingles_kernel, jaccard_kernel, minhash_char_kernel, minhash_hashes_kernel,
     oph_hashes_kernel, string_hashes_kernel, substr_windows_kernel, text_hash128_kernel)
-from .primitives import BOUND_BINS, BOUND_WORDS
+from .primitives import BOUND_WORDS
 
 #: Threads per block of the thread-per-item kernels.
 FLAT = 256
@@ -291,26 +291,27 @@ def _sorted_sets(xp, raw_off, hashes, counts):
     return set_off, vals[keep]
 
 
-def set_bound_rows(xp, set_off, values):
-    """The bound rows (``D x BOUND_WORDS`` uint32, :func:`kernels.primitives.
+def set_bound_rows(xp, set_off, values, words=BOUND_WORDS):
+    """The bound rows (``D x words`` uint32, :func:`kernels.primitives.
     bound_row`) of the sets of a CSR of sorted unique hashes: each set's
-    values counted into ``BOUND_BINS`` bins by their top bits, each count
+    values counted into ``(words - 1) * 4`` bins by their top bits, each count
     held at 255, four to a word, then the set's size. Equal to
     ``kernels.cpu.set_bounds`` of the same documents, in array operations
     (the set is the de-duplicated hashes ``bound_row`` counts)."""
     D = int(set_off.shape[0]) - 1
+    bins = (int(words) - 1) * 4
     sizes = set_off[1:] - set_off[:-1]
-    out = xp.zeros((D, BOUND_WORDS), dtype=xp.uint32)
-    out[:, BOUND_WORDS - 1] = sizes.astype(xp.uint32)
+    out = xp.zeros((D, int(words)), dtype=xp.uint32)
+    out[:, bins // 4] = sizes.astype(xp.uint32)
     total = int(values.shape[0])
     if D == 0 or total == 0:
         return out
     seg = xp.searchsorted(set_off[1:], xp.arange(total, dtype=xp.int64), side="right")
-    shift = 64 - (BOUND_BINS.bit_length() - 1)
-    cell = seg * BOUND_BINS + (values >> xp.uint64(shift)).astype(xp.int64)
-    counts = xp.minimum(xp.bincount(cell, minlength=D * BOUND_BINS), 255).astype(xp.uint32)
-    counts = counts.reshape(D, BOUND_BINS // 4, 4)
-    out[:, :BOUND_WORDS - 1] = (counts[:, :, 0] | (counts[:, :, 1] << 8)
+    shift = 64 - (bins.bit_length() - 1)
+    cell = seg * bins + (values >> xp.uint64(shift)).astype(xp.int64)
+    counts = xp.minimum(xp.bincount(cell, minlength=D * bins), 255).astype(xp.uint32)
+    counts = counts.reshape(D, bins // 4, 4)
+    out[:, :bins // 4] = (counts[:, :, 0] | (counts[:, :, 1] << 8)
                                 | (counts[:, :, 2] << 16) | (counts[:, :, 3] << 24))
     return out
 

@@ -424,16 +424,45 @@ def mixed_char_hashes(data, start, end, n, pos, at, words, out):
 #
 # A document's *bound row* answers "can these two documents reach Jaccard t?"
 # without their shingle sets: its distinct shingle hashes counted by their top
-# bits into BOUND_BINS bins (one byte each, 255 meaning 255 or more, packed
-# four to a uint32 word), then its number of distinct shingles. Two sets meet
-# only inside a bin, so their intersection is at most the sum over bins of
-# the smaller count, and their Jaccard at most that sum over the sizes'
-# total less it.
+# bits into bins (one byte each, 255 meaning 255 or more, packed four to a
+# uint32 word), then its number of distinct shingles. Two sets meet only
+# inside a bin, so their intersection is at most the sum over bins of the
+# smaller count, and their Jaccard at most that sum over the sizes' total
+# less it. A row of ``W`` words has ``(W - 1) * 4`` bins, a power of two
+# from BOUND_BINS on: every row of a run has the same width, chosen for the
+# corpus (:func:`gpu_dedup.engine.bounds.bound_words`). Two unrelated sets
+# of ``N`` shingles spread over ``B`` bins differ by about ``sqrt(N / B)``
+# in a bin, so the bound falls below a high threshold only while ``B`` is
+# a fair share of ``N``: 64 bins for short texts, more for long ones.
 
-#: Bins of a bound row; words of a row (the counts, then the distinct count).
+#: The fewest bins of a bound row, and the words of such a row.
 BOUND_BINS = 64
 BOUND_WORDS = BOUND_BINS // 4 + 1
-_BIN_SHIFT = U64(64 - 6)            # log2(BOUND_BINS) top bits
+#: The most bins of a bound row.
+MAX_BOUND_BINS = 4096
+
+
+def bound_row_words(bins: int) -> int:
+    """The words of a bound row of ``bins`` bins."""
+    return int(bins) // 4 + 1
+
+
+def is_bound_width(words: int) -> bool:
+    """Whether rows of ``words`` words are bound rows: a power of two of
+    bins from :data:`BOUND_BINS` to :data:`MAX_BOUND_BINS`."""
+    bins = (int(words) - 1) * 4
+    return BOUND_BINS <= bins <= MAX_BOUND_BINS and bins & (bins - 1) == 0
+
+
+@njit(cache=True)
+def bound_shift(words):
+    """The shift that takes a hash to its bin in rows of ``words`` words:
+    64 less the bits of the number of bins."""
+    bins = (words - 1) * 4
+    bits = 0
+    while (1 << bits) < bins:
+        bits += 1
+    return U64(64 - bits)
 
 
 @njit(cache=True)
@@ -448,17 +477,19 @@ def bound_scratch(cap):
 
 @njit(cache=True)
 def bound_row(hashes, cnt, slots, used, row):
-    """The bound row (``BOUND_WORDS`` uint32, see above) of the ``cnt``
+    """The bound row (``row``: its words, see above) of the ``cnt``
     shingle hashes ``hashes[:cnt]`` (not de-duplicated: a hash table of
     ``slots`` and ``used``, from :func:`bound_scratch`, finds the distinct
     ones)."""
+    words = row.shape[0]
+    shift = bound_shift(words)
     size = 2
     while size < 2 * cnt:
         size *= 2
     mask = U64(size - 1)
     for i in range(size):
         used[i] = 0
-    for w in range(BOUND_WORDS):
+    for w in range(words):
         row[w] = 0
     distinct = 0
     for j in range(cnt):
@@ -474,18 +505,18 @@ def bound_row(hashes, cnt, slots, used, row):
             used[i] = 1
             slots[i] = h
             distinct += 1
-            b = np.int64(h >> _BIN_SHIFT)
+            b = np.int64(h >> shift)
             w = b >> 2
             sh = np.uint32((b & 3) * 8)
             if ((row[w] >> sh) & np.uint32(255)) < np.uint32(255):
                 row[w] += np.uint32(1) << sh
-    row[BOUND_WORDS - 1] = np.uint32(distinct)
+    row[words - 1] = np.uint32(distinct)
 
 
 @njit(cache=True)
 def jaccard_upper(ca, cb, sa, sb):
     """An upper bound on the Jaccard of two sets from their bound rows'
-    byte counts ``ca``, ``cb`` (``BOUND_BINS`` uint8 each) and distinct
+    byte counts ``ca``, ``cb`` (the bins, uint8 each) and distinct
     counts ``sa``, ``sb``: at least their exact Jaccard as
     :func:`kernels.runs.jaccard_of_runs` computes it (the same division, of a larger
     intersection by the same union less the difference); infinity when the
@@ -493,7 +524,7 @@ def jaccard_upper(ca, cb, sa, sb):
     has no branch, so that it runs across the bins in vector registers."""
     inter = 0
     full = 0
-    for k in range(BOUND_BINS):
+    for k in range(ca.shape[0]):
         x = np.int32(ca[k])
         y = np.int32(cb[k])
         inter += smaller(x, y)

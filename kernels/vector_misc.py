@@ -17,7 +17,6 @@ import numpy as np
 from .buckets import BUCKET_MUL as _BUCKET_MUL, BUCKET_SALT as _BUCKET_SALT
 from .densify import TABLE_PROBES
 from .hashing import GOLDEN, MIX_1, MIX_2, U64
-from .primitives import BOUND_BINS, BOUND_WORDS
 from .runs import runs_intersect_at_least
 
 _S27 = U64(27)
@@ -116,23 +115,25 @@ def window_lists(d_off, d_bkt, d_pos, b_off, members, width, cap, tmp, cnt, v0, 
 def upper_bound_edges(rows, counts, ia, ib, out, e0, e1):
     """``kernels.cpu._upper_bound_edges``: ``out[e]`` (``e0 <= e < e1``) =
     :func:`kernels.primitives.jaccard_upper` of the bound rows ``ia[e]`` and
-    ``ib[e]``: ``counts`` is the byte view of ``rows`` (its first
-    :data:`BOUND_BINS` bytes per row are the bin counts), the last word of a
-    row its distinct count. Infinity where a bin is 255 in both rows or no
+    ``ib[e]``: ``counts`` is the byte view of ``rows`` (the first
+    ``(W - 1) * 4`` bytes of a row of ``W`` words are the bin counts), the
+    last word of a row its distinct count. Infinity where a bin is 255 in both rows or no
     union is left; else the summed smaller counts over the union less them,
     one float64 division as the kernel does it."""
     e0 = int(e0)
     e1 = int(e1)
+    last = rows.shape[1] - 1                # the distinct count's word
+    bins = last * 4
     for c0 in range(e0, e1, EDGE_CHUNK):
         c1 = min(e1, c0 + EDGE_CHUNK)
         a = ia[c0:c1]
         b = ib[c0:c1]
-        ca = counts[a, :BOUND_BINS]
-        cb = counts[b, :BOUND_BINS]
+        ca = counts[a, :bins]
+        cb = counts[b, :bins]
         inter = np.minimum(ca, cb).sum(axis=1, dtype=np.int64)
         full = (ca & cb).max(axis=1, initial=0) == 255
-        union = (rows[a, BOUND_WORDS - 1].astype(np.int64)
-                 + rows[b, BOUND_WORDS - 1].astype(np.int64) - inter)
+        union = (rows[a, last].astype(np.int64)
+                 + rows[b, last].astype(np.int64) - inter)
         with np.errstate(divide="ignore", invalid="ignore"):
             ratio = inter / union
         out[c0:c1] = np.where(full | (union <= 0), np.inf, ratio)

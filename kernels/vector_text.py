@@ -31,7 +31,7 @@ from .cpu import BLOCK
 from .densify import FIRST_PROBES
 from .hashing import U64
 from .jit import interpreted_block, on_block_end
-from .primitives import BOUND_BINS, BOUND_WORDS
+from .primitives import BOUND_WORDS  # noqa: F401 - the narrowest row, for callers
 from .vector_hash import xxh64_windows
 from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_indices
 
@@ -453,11 +453,12 @@ def set_bound_blocks(offsets, data, docs, word_mode, n, out, b0, b1):
         hashes, doc, count = shingle_hashes(offsets, data, docs[t0:t1], word_mode, n)
         values, vdoc = _sorted_sets(hashes, doc, t1 - t0)
         D = t1 - t0
-        bins = (values >> U64(64 - 6)).astype(np.int64)
-        per_bin = np.bincount(vdoc * BOUND_BINS + bins, minlength=D * BOUND_BINS)
-        packed = np.minimum(per_bin, 255).astype(np.uint8).reshape(D, BOUND_BINS)
-        out[t0:t1, :BOUND_WORDS - 1] = packed.view("<u4")
-        out[t0:t1, BOUND_WORDS - 1] = np.bincount(vdoc, minlength=D)
+        nb = (out.shape[1] - 1) * 4                 # the row's bins, a power of two
+        bins = (values >> U64(64 - (nb.bit_length() - 1))).astype(np.int64)
+        per_bin = np.bincount(vdoc * nb + bins, minlength=D * nb)
+        packed = np.minimum(per_bin, 255).astype(np.uint8).reshape(D, nb)
+        out[t0:t1, :nb // 4] = packed.view("<u4")
+        out[t0:t1, nb // 4] = np.bincount(vdoc, minlength=D)
 
 
 def text_hash_docs(offsets, data, out, i0, i1):

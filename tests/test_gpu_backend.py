@@ -117,6 +117,9 @@ SIM_CHECKS = textwrap.dedent(r'''
         rows = np.empty((N, cpu.BOUND_WORDS), np.uint32)
         cpu.set_bounds(off, data, docs, word, n, rows)
         check(f"bound_rows {tag}", kc.set_bound_rows(np, so, sv), rows)
+        wide = np.empty((N, 257), np.uint32)             # 1,024 bins, as long texts take
+        cpu.set_bounds(off, data, docs, word, n, wide)
+        check(f"bound_rows 1024 bins {tag}", kc.set_bound_rows(np, so, sv, 257), wide)
         # pairs across two handles of sets (row ~r: row r of the second),
         # joined on the device, and through the host under a tiny budget
         one, two = np.array([0, 3, 5, 7, 9, 12], np.int64), np.array([1, 2, 6, 13], np.int64)
@@ -166,6 +169,9 @@ SIM_CHECKS = textwrap.dedent(r'''
         got = be.bound_rows(off, data, word, 3, sub)
         check(f"bound_rows backend rounds {'word' if word else 'char'}", got,
               CpuBackend().bound_rows(off, data, word, 3, sub))
+        check(f"bound_rows backend rounds 128 bins {'word' if word else 'char'}",
+              be.bound_rows(off, data, word, 3, sub, 33),
+              CpuBackend().bound_rows(off, data, word, 3, sub, 33))
 
     # whole runs through the backend, with the whole budget and with a tiny one
     # that streams the text, keeps the matrices on the host and splits rounds

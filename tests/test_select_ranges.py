@@ -227,6 +227,8 @@ def test_scoring_builds_each_earlier_document_once_a_call_whatever_the_batches(m
         return got
     monkeypatch.setattr(tasks, "sets_of", counting)
     monkeypatch.setattr(runner, "batch_cuts", cutting)
+    # rows of 64 bins, which leave these paragraphs many pairs to score
+    monkeypatch.setattr(runner, "bound_words", lambda cfg, mean: 17)
     whole = deduplicate(arr, cfg)
     monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 24)     # ranges of a few ranks
     built.clear()

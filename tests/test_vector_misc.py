@@ -88,25 +88,25 @@ def test_the_reference_is_the_compiled_kernel():
 
 # -- upper bounds -----------------------------------------------------------------
 
-def _real_bound_rows():
+def _real_bound_rows(words=P.BOUND_WORDS):
     texts = _texts()
     off, data = _buffers(texts)
     docs = np.arange(len(texts), dtype=np.int64)
     rows = []
     for word, n in [(False, 5), (True, 2), (False, 1)]:
-        out = np.empty((docs.size, P.BOUND_WORDS), np.uint32)
+        out = np.empty((docs.size, words), np.uint32)
         C.set_bounds(off, data, docs, word, n, out)
         rows.append(out)
     return np.concatenate(rows)
 
 
-def _random_bound_rows(rng, n):
+def _random_bound_rows(rng, n, words=P.BOUND_WORDS):
     """Random counts (many of them 0 and 255) and distinct counts, some of
     them too small for the counts, so that the union is 0 or negative."""
-    counts = rng.integers(0, 256, (n, P.BOUND_BINS)).astype(np.uint8)
+    counts = rng.integers(0, 256, (n, (words - 1) * 4)).astype(np.uint8)
     counts[rng.random(counts.shape) < 0.3] = 0
-    counts[rng.random(counts.shape) < 0.05] = 255
-    rows = np.zeros((n, P.BOUND_WORDS), np.uint32)
+    counts[rng.random(counts.shape) < 3.2 / counts.shape[1]] = 255    # 3 full bins a row
+    rows = np.zeros((n, words), np.uint32)
     rows[:, :-1] = counts.view(np.uint32).reshape(n, -1)
     total = counts.astype(np.int64).sum(1)
     rows[:, -1] = np.where(rng.random(n) < 0.2, rng.integers(0, 50, n),
@@ -138,10 +138,11 @@ def _check_bounds(rows, ia, ib, e0=None, e1=None):
     return want
 
 
+@pytest.mark.parametrize("words", [P.BOUND_WORDS, 65, 1025])
 @pytest.mark.parametrize("E", SIZES + [40_000])
-def test_upper_bounds_of_random_rows(E):
+def test_upper_bounds_of_random_rows(E, words):
     rng = np.random.default_rng(E)
-    rows = _random_bound_rows(rng, 200)
+    rows = _random_bound_rows(rng, 200, words)
     ia, ib = _bound_cases(rng, rows, E)
     out = _check_bounds(rows, ia, ib)
     if E >= 1000:
@@ -249,14 +250,16 @@ def test_window_lists_stand_ins(width):
         assert np.all(gt[outside] == -1)
 
 
-def test_window_upper_bounds_are_those_of_the_pairs_spelt_out():
+@pytest.mark.parametrize("words", [P.BOUND_WORDS, 257])
+def test_window_upper_bounds_are_those_of_the_pairs_spelt_out(words):
     # buckets of every size (one of a single member, empty ones), the
     # windows greedy selection makes of them, some ranks fixed: bucket by
     # bucket (compiled, and the stand-in over every slice of entries) the
-    # bounds of the pairs with their second ranks spelt out
+    # bounds of the pairs with their second ranks spelt out (rows of 64
+    # bins and of 1,024)
     from gpu_dedup.kernels.greedy import window_pairs
     from gpu_dedup.stages.select import _membership
-    rows = _real_bound_rows()
+    rows = _real_bound_rows(words)
     n = rows.shape[0]
     rng = np.random.default_rng(5)
     buckets = [np.sort(rng.choice(n, size=int(k), replace=False))

@@ -161,12 +161,13 @@ def test_shingle_set_blocks(corpus, n, word):
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("words", [vt.BOUND_WORDS, 33, 1025])
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
-def test_set_bound_blocks(corpus, n, word):
+def test_set_bound_blocks(corpus, n, word, words):
     offsets, data, docs = corpus
     for b0, b1 in RANGES:
-        want = np.full((docs.shape[0], vt.BOUND_WORDS), 77, np.uint32)
+        want = np.full((docs.shape[0], words), 77, np.uint32)
         got = want.copy()
         cpu._set_bound_blocks(offsets, data, docs, word, n, want, b0, b1)
         vt.set_bound_blocks(offsets, data, docs, word, n, got, b0, b1)

@@ -46,6 +46,7 @@ from ..stages.lsh import unpack_edges, verified_edges
 from . import bucket_tasks, exact_tasks, layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
+from .bounds import bound_words, uses_bounds
 from .outputs import RunOutputs
 from .records import Blocks, Documents, ScoreInputs, StoredSets, set_positions
 from .select_stage import SET_BYTES_PER_TEXT_BYTE, SelectStage
@@ -236,6 +237,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
     def signature_blocks(self, docs: Documents, reps: np.ndarray) -> Blocks:
         cfg = self.cfg
         per_rep = cfg.num_perm * (cfg.signature_bits // 8) + cfg.bands * 8 * 2 + 16
+        words = bound_words(cfg, self.avg_text)     # every block's bound rows alike
+        per_rep += 4 * words if uses_bounds(cfg, self.be) else 0
         rows = max(256, self.plan.task_bytes // (3 * per_rep))
         blocks = []
         for ci in range(len(docs.chunks)):
@@ -243,7 +246,8 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
             hi = int(np.searchsorted(reps, docs.starts[ci + 1]))
             for r0 in range(lo, hi, rows):
                 r1 = min(hi, r0 + rows)
-                blocks.append({"key": layout.block_key(r0), "chunk": ci, "r0": r0, "r1": r1})
+                blocks.append({"key": layout.block_key(r0), "chunk": ci, "r0": r0, "r1": r1,
+                               "bound_words": words})
         return Blocks.of(blocks)
 
     def signatures(self, docs: Documents, reps: np.ndarray) -> Blocks:

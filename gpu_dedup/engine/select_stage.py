@@ -60,8 +60,11 @@ class SelectStage:
         # sets of the representatives from their own texts (about 12 bytes
         # a byte, and 16 a set)
         load = self._rank_load(names, ranked) * BYTES_PER_LOAD
+        # (and each one's bound row, which long texts make wide)
+        row = 4.0 * self.blocks.blocks[0]["bound_words"] \
+            if self.bound_rows_stored and self.blocks.blocks else 0.0
         sets = self._rank_text(ranked) * SET_BYTES_PER_TEXT_BYTE \
-            + np.diff(rank_bins(self.R)) * 16.0
+            + np.diff(rank_bins(self.R)) * (16.0 + row)
         # a range's load fits a task, beside what this process holds already
         # (the interpreter, its libraries, the run's state) and the sets its
         # scoring shares when its tasks run in this process: on a disk store

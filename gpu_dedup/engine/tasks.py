@@ -276,7 +276,8 @@ def task_signatures(block: dict, ctx: Ctx, docs: Documents) -> dict:
         files.append(layout.file(unit, layout.SIGS))
     bounded = uses_bounds(cfg, be)
     if bounded:
-        st.save_npy(layout.file(unit, layout.BOUNDS), bound_rows(be, off, data, local, cfg))
+        st.save_npy(layout.file(unit, layout.BOUNDS),
+                    bound_rows(be, off, data, local, cfg, block["bound_words"]))
         files.append(layout.file(unit, layout.BOUNDS))
     del off, data
     meta = {"shingles": int(host(be, counts).sum()) if local.size else 0, "pid": os.getpid(),
