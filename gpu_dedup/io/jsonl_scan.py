@@ -82,6 +82,8 @@ def _nan_inf_suspect(block: bytes, buf: np.ndarray, starts, ends) -> bool:
     opinion; the same words inside text mostly fail the position test."""
     n = buf.size
     for word in _NAN_INF_WORDS:
+        if word not in block:          # one fast search of the bytes, nothing allocated
+            continue
         p = np.flatnonzero(buf[:max(n - 2, 0)] == word[0])
         if p.size == 0:
             continue
