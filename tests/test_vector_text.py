@@ -161,6 +161,33 @@ def test_shingle_set_blocks(corpus, n, word):
             np.testing.assert_array_equal(g, w)
 
 
+@pytest.mark.parametrize("word", [False, True])
+def test_shingle_sets_in_groups_of_documents_are_the_sets_of_one_group(corpus, word,
+                                                                      monkeypatch):
+    """:func:`kernels.cpu.shingle_sets` hashes its documents a group at a
+    time through one buffer: groups of one document, of a few and of all
+    give the same sets, each a document's sorted distinct hashes (compiled
+    and interpreted), and no value past the last set."""
+    offsets, data, docs = corpus
+    docs = docs[::-1].copy()                          # any order of documents
+    monkeypatch.setattr(cpu, "RAW_BYTES", 1 << 40)
+    want_off, want = cpu.shingle_sets(offsets, data, docs, word, 3)
+    assert want.size == want_off[-1] > 0
+    for t in (0, 7, docs.size - 1):
+        seg = want[want_off[t]:want_off[t + 1]]
+        assert np.all(seg[1:] > seg[:-1])
+    for raw_bytes in (8, 1 << 12, 1 << 16):
+        monkeypatch.setattr(cpu, "RAW_BYTES", raw_bytes)
+        for mode in ("compiled", "interpreted"):
+            if mode == "interpreted":
+                with interpreted():
+                    off, got = cpu.shingle_sets(offsets, data, docs, word, 3)
+            else:
+                off, got = cpu.shingle_sets(offsets, data, docs, word, 3)
+            np.testing.assert_array_equal(off, want_off)
+            np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("words", [vt.BOUND_WORDS, 33, 1025])
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
