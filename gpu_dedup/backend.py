@@ -21,6 +21,7 @@ import numpy as np
 from . import kernels as _kernels_pkg  # noqa: F401  (ensures the mapping exists)
 from .arrays import unique
 from .errors import DeviceError
+from .kernels.primitives import BOUND_WORDS
 from .stages.components import scipy_components
 from .stages.lsh import check_bands
 
@@ -165,7 +166,7 @@ class Backend(Protocol):
         them in the handle ``sets`` from :meth:`shingle_sets`."""
         ...
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = BOUND_WORDS):
         """The bound rows of documents ``docs``: a host ``len(docs) x
         words`` uint32 array, row ``i`` that of ``docs[i]``
         (:func:`kernels.primitives.bound_row`: the distinct shingle hashes
@@ -327,7 +328,7 @@ class CpuBackend:
         set_off, values = self._k.shingle_sets(offsets, data, docs, word_mode, n)
         return docs, set_off, values
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = BOUND_WORDS):
         """Bound rows: ``kernels.cpu.set_bounds`` (see :meth:`Backend.bound_rows`)."""
         docs = np.ascontiguousarray(docs, dtype=np.int64)
         out = np.empty((docs.size, int(words)), dtype=np.uint32)

@@ -60,6 +60,7 @@ from .backend_grouping import (bucket_edges_frame, bucket_edges_sorted,
 from .backend_probe import device_summary, probe, simulator_enabled  # noqa: F401  (as before)
 from .backend_probe import cuda_errors, one_line, rapids_available
 from .errors import DeviceError
+from .kernels.primitives import BOUND_WORDS
 from .memory import parse_memory  # noqa: F401  (importable from here as before)
 from .stages.lsh import check_bands
 
@@ -436,7 +437,7 @@ class GpuBackend(DeviceArrays):
                 values = mod.concatenate([p[1] for p in parts])
             return docs, set_off, values
 
-    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = 17):
+    def bound_rows(self, offsets, data, word_mode: bool, n: int, docs, words: int = BOUND_WORDS):
         """The bound rows of the documents ``docs`` (host ``len(docs) x
         words`` uint32): their shingle sets built on the device a round
         at a time and counted into bins there (``kernels.cuda.set_bound_rows``)."""

@@ -7,11 +7,12 @@ the same template) are far below the threshold, yet scoring one exactly
 means reading both texts and building both shingle sets. Each
 representative's *bound row* (:func:`kernels.primitives.bound_row`: its
 distinct shingles counted into bins, and their number), made beside its
-signature, gives an upper bound on the pair's Jaccard. Short texts take
-64 bins (68 bytes a row); long ones more (:func:`bound_words`), since the
-bins of two long texts fill alike whatever they share; a pair whose bound is below the threshold is settled there, with
-that bound as its score (greedy selection reads only whether a score
-reaches the threshold, and every score at or above it is exact). Which
+signature, gives an upper bound on the pair's Jaccard (short texts take 64
+bins, 68 bytes a row; long ones more, :func:`bound_words`, since the bins of
+two long texts fill alike whatever they share); a pair whose bound is below
+the threshold is settled there, with that bound as its score (greedy
+selection reads only whether a score reaches the threshold, and every score
+at or above it is exact). Which
 pairs are similar, the kept documents, ``duplicate_of`` and every score
 written are the same as with every pair scored exactly.
 """
