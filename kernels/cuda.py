@@ -312,7 +312,7 @@ def set_bound_rows(xp, set_off, values, words=BOUND_WORDS):
     counts = xp.minimum(xp.bincount(cell, minlength=D * bins), 255).astype(xp.uint32)
     counts = counts.reshape(D, bins // 4, 4)
     out[:, :bins // 4] = (counts[:, :, 0] | (counts[:, :, 1] << 8)
-                                | (counts[:, :, 2] << 16) | (counts[:, :, 3] << 24))
+                          | (counts[:, :, 2] << 16) | (counts[:, :, 3] << 24))
     return out
 
 

@@ -12,9 +12,9 @@ bins, 68 bytes a row; long ones more, :func:`bound_words`, since the bins of
 two long texts fill alike whatever they share); a pair whose bound is below
 the threshold is settled there, with that bound as its score (greedy
 selection reads only whether a score reaches the threshold, and every score
-at or above it is exact). Which
-pairs are similar, the kept documents, ``duplicate_of`` and every score
-written are the same as with every pair scored exactly.
+at or above it is exact). Which pairs are similar, the kept documents,
+``duplicate_of`` and every score written are the same as with every pair
+scored exactly.
 """
 from __future__ import annotations
 
