@@ -145,7 +145,8 @@ class Kernel:
         stand_in: ``"module.function"`` of this package: a whole-array NumPy
             function with the same arguments and results, run instead of
             ``py_func`` when interpreted (None: the function itself runs).
-        vector: that function, once found.
+        vector: what runs when interpreted, once found: that function, or
+            ``py_func`` where there is none.
     """
 
     def __init__(self, py_func, options: dict, stand_in: str | None = None):
@@ -169,7 +170,8 @@ class Kernel:
     def _interpreted(self):
         """What runs when interpreted: the stand-in, else the function."""
         if self.stand_in is None:
-            return self.py_func
+            self.vector = self.py_func
+            return self.vector
         module, name = self.stand_in.rsplit(".", 1)
         package = self.py_func.__module__.rsplit(".", 1)[0]
         self.vector = getattr(importlib.import_module(f"{package}.{module}"), name)

@@ -110,6 +110,12 @@ class _Text:
         self.size = size = int(self.off[-1])
         self.docs = docs.shape[0]
         b = self.buf[:size]
+        if not size or int(b.max()) < 0x80:
+            # ASCII: every byte is a code point of one byte
+            self.starts = np.arange(size, dtype=np.int64)
+            self.step = np.ones(size, np.int64)
+            self.first = self.off.copy()
+            return
         lengths = np.diff(self.off)
         # utf8_decode's step: 2, 3 or 4 bytes by the lead byte, no more than
         # the document has left
@@ -177,12 +183,22 @@ class _Text:
         return lo, hi, count
 
 
+#: ``str.isspace`` of the code points 0 to 0x84 (none from 0x21 on), and
+#: False at 0x85 for every code point from there on, found alone
+_LOW_SPACE = np.array([chr(c).isspace() for c in range(0x85)] + [False], bool)
+
+
 def _space_mask(c):
-    """``str.isspace`` of each code point (``kernels.text.is_space``)."""
-    low = (c == 0x20) | ((c >= 0x09) & (c <= 0x0D)) | ((c >= 0x1C) & (c <= 0x1F))
-    high = ((c == 0x85) | (c == 0xA0) | (c == 0x1680) | ((c >= 0x2000) & (c <= 0x200A))
-            | (c == 0x2028) | (c == 0x2029) | (c == 0x202F) | (c == 0x205F) | (c == 0x3000))
-    return low | high
+    """``str.isspace`` of each code point (``kernels.text.is_space``): a
+    table below 0x85, comparisons for the few code points from there on."""
+    out = _LOW_SPACE[np.minimum(c, 0x85)]
+    at = np.flatnonzero(c >= 0x85)
+    if at.shape[0]:
+        h = c[at]
+        out[at] = ((h == 0x85) | (h == 0xA0) | (h == 0x1680) | ((h >= 0x2000) & (h <= 0x200A))
+                   | (h == 0x2028) | (h == 0x2029) | (h == 0x202F) | (h == 0x205F)
+                   | (h == 0x3000))
+    return out
 
 
 def _folded(text):

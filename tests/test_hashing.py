@@ -7,7 +7,7 @@ import pytest
 import xxhash
 
 from gpu_dedup import reference as ref
-from gpu_dedup.kernels import buckets, cpu, hashing, text
+from gpu_dedup.kernels import buckets, cpu, hashing, text, vector_text
 from gpu_dedup.stages.normalize import text_buffers
 from gpu_dedup.stages.signatures import hash_params
 
@@ -55,6 +55,9 @@ def test_is_space_is_pythons_isspace():
     assert got == [chr(c).isspace() for c in range(0x3100)]
     # the rest of the code space has no whitespace in Python either
     assert not any(chr(c).isspace() for c in range(0x3100, 0x110000))
+    # the whole-array stand-in's mask, over every code point at once
+    mask = vector_text._space_mask(cps)
+    assert mask.tolist() == [chr(c).isspace() for c in range(0x110000)]
 
 
 @pytest.mark.parametrize("kind", ["char", "word"])

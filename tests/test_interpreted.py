@@ -371,3 +371,18 @@ def test_only_the_dedup_command_interprets():
     assert Dedup.interpretable is True
     assert not getattr(Substr, "interpretable", False)
     assert not getattr(Semantic, "interpretable", False)
+
+
+def test_a_small_run_gives_no_memory_back_and_a_compiled_one_does(tmp_path, monkeypatch):
+    """A run interpreted for its size holds little: it skips trimming the
+    heap after its ranges and output files (each page given back would be
+    faulted in again); a compiled run still trims, with the same bytes."""
+    from gpu_dedup.engine import base
+    calls = []
+    monkeypatch.setattr(base, "release_memory", lambda collect=True: calls.append(collect))
+    paths = write_inputs(str(tmp_path / "in"), CORPORA["real paragraphs"]())
+    small, report = _run(str(tmp_path / "i"), paths, Config(), compiled=False)
+    assert report["kernels"] == "interpreted" and calls == []
+    ref, report = _run(str(tmp_path / "c"), paths, Config(), compiled=True)
+    assert report["kernels"] == "compiled" and len(calls) >= 4
+    assert small == ref

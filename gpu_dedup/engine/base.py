@@ -19,6 +19,8 @@ import pyarrow as pa
 from ..errors import InputError
 from ..ids import duplicate_id_error
 from ..io.plan import location
+from ..kernels.jit import interpreting
+from ..memory import release_memory
 from ..timing import StageTimer
 from . import exact_tasks, layout
 from .records import Documents
@@ -94,6 +96,13 @@ class RunnerBase:
             else:
                 with self.monitor.stage(name, release=self.store.kind == "disk"):
                     yield
+
+    def release(self, collect: bool = True) -> None:
+        """Give freed memory back to the system (:func:`release_memory`),
+        unless the run is small enough to run its kernels interpreted: it
+        holds little, and each page it gave back would cost a fault again."""
+        if not interpreting():
+            release_memory(collect)
 
     def _progress(self, stage: str, done: int, total: int) -> None:
         if self.on_progress is not None and total:

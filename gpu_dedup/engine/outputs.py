@@ -16,7 +16,6 @@ import pyarrow as pa
 from ..io.parquet import ParquetWriter
 from ..io.plan import location
 from ..io.sources import Shard, output_names
-from ..memory import release_memory
 from ..arrays import arrow
 from ..compute import cast, take
 from . import layout
@@ -167,10 +166,10 @@ class RunOutputs:
                     rg.add(pa.table(cols, schema=schema))
                     del cols, dup, mask, slot
                 del ids, r
-                release_memory(collect=False)
+                self.release(collect=False)
             rg.close()
         tick()
-        release_memory()
+        self.release()
         schema = pa.schema([("id_a", pa.string()), ("id_b", pa.string()),
                             ("similarity", pa.float64())])
         with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema,
@@ -187,10 +186,10 @@ class RunOutputs:
                                      "similarity": arrow(sims[s:s + NAME_ROWS],
                                                             pa.float64())}, schema=schema))
                 del r, a, b, sims
-                release_memory(collect=False)
+                self.release(collect=False)
             rg.close()
         tick()
-        release_memory()
+        self.release()
         data_dir = os.path.join(folder, "data")
         os.makedirs(data_dir)
         first = 1 if self.C else 0
@@ -200,7 +199,7 @@ class RunOutputs:
             os.makedirs(os.path.dirname(out), exist_ok=True)
             self._write_data(fi, out)
             tick()
-            release_memory(collect=False)
+            self.release(collect=False)
         return {"clusters": "clusters.parquet", "pairs": "pairs.parquet", "data": "data/",
                 "report": "report.json", "report_html": "report.html"}
 

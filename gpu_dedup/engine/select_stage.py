@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..arrays import concat_csr, merged_pair_slices, pair_order, pairs_ascend, unique
-from ..memory import process_rss, release_memory
+from ..memory import process_rss
 from ..stages.select import WINDOW
 from ..stages.select_ranges import (RANK_BINS, RangeSelector, RangeState, heads_of,
                                     rank_bins, select_range, weighted_bounds)
@@ -75,7 +75,7 @@ class SelectStage:
         # store, which this process does not hold.
         budget = self.plan.budget
         shared = min(float(sets.sum()), budget / 4) if self.ex.shared_memory else 0.0
-        release_memory()
+        self.release()
         held = process_rss()
         room = max(min(self.plan.task_bytes, budget - held) - shared, budget / 8)
         ranges = max(1, math.ceil(float(load.sum()) / room))
@@ -216,7 +216,7 @@ class SelectStage:
                 calls += score.calls[0]
                 score.release()
             del entries, held
-            release_memory(collect=False)   # the range's arrays, back to the system
+            self.release(collect=False)   # the range's arrays, back to the system
         return self._save_selection(dict(zip(ranges_run, results)), bounds, pos_of_rank,
                                     calls, rank0)
 

@@ -16,7 +16,6 @@ from ..io.parquet import ParquetWriter
 from ..io.sources import output_names
 from ..io.writers import TextEdit, write_kept
 from ..kernels import substr as K
-from ..memory import release_memory
 from ..arrays import arrow
 from . import layout
 from .outputs import RowGroups
@@ -111,7 +110,7 @@ class SubstrOutputs:
             out = os.path.join(data_dir, names[fi])
             os.makedirs(os.path.dirname(out), exist_ok=True)
             self._write_shard(fi, out, dropped, text_field)
-            release_memory(collect=False)
+            self.release(collect=False)
         return counts
 
     def _write_shard(self, fi: int, out: str, dropped: np.ndarray, text_field: str) -> None:

@@ -207,7 +207,10 @@ def _arrow_block(block: bytes, st: ShardReadState, n_records: int, max_line: int
     ``{...}``, each as the list of Arrow's chunks (the reader concatenates
     them once, at the end), or None when Arrow refuses it or disagrees on the
     count."""
-    ro = pj.ReadOptions(block_size=max(1 << 20, max_line + 2), use_threads=True)
+    size = max(1 << 20, max_line + 2)
+    # Arrow parses a block of one chunk on one thread: asking for threads
+    # there only starts its pool (2-3 ms of a small run's start)
+    ro = pj.ReadOptions(block_size=size, use_threads=len(block) > size)
     types = [st.id_type]
     if st.id_field is not None:
         types += [t for t in (pa.large_string(), pa.int64()) if t != st.id_type]
