@@ -39,7 +39,12 @@ from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_ind
 #: to 32 past its end stays inside.
 _PAD = 40
 #: Bytes (and documents) of text handled at once; longer calls go in pieces.
-_CHUNK_BYTES = 1 << 18
+#: A piece's arrays (8 bytes or more a byte of its text) stay small enough
+#: that the C heap hands the next piece the memory of the last: with pieces
+#: of 256 KiB, every piece's arrays were fresh pages, and a run of 1,000
+#: real documents (580 KB) took about 5,700 page faults more, and 0.29-0.34
+#: s against 0.21 s after its imports.
+_CHUNK_BYTES = 1 << 15
 _CHUNK_DOCS = 8192
 
 
