@@ -44,12 +44,14 @@ MEMORY_PER_INPUT_BYTE = 40
 #: hashing and sketching) and up to :data:`INTERPRET_SECONDS_PER_RECORD` a
 #: document (the greedy rule's passes, on short lines with heavy
 #: near-duplication: its worst case), measured by ``bench/first_run.py``,
-#: which times both ways: 100 long documents (570 KiB) 0.60 s against
-#: 1.34 s compiled, 3,000 real documents (1.4 MB) 0.89 against 1.34 s,
-#: 16,000 heavily duplicated short lines (1.1 MB) 2.38 against 1.54 s.
+#: which times both ways (warm processes, 0.3 s of which is the start):
+#: 300 long documents (1.5 MB) 0.73 s against 1.58 s compiled, 3,000 real
+#: documents (1.4 MB) 0.77 s against 1.38 s, 4,000 and 16,000 heavily
+#: duplicated short lines (0.3 and 1.1 MB) 0.97 and 2.74 s against 1.48
+#: and 1.53 s.
 INTERPRET_SECONDS = 1.0
-INTERPRET_SECONDS_PER_BYTE = 0.55e-6
-INTERPRET_SECONDS_PER_RECORD = 0.2e-3
+INTERPRET_SECONDS_PER_BYTE = 0.35e-6
+INTERPRET_SECONDS_PER_RECORD = 0.15e-3
 #: Inputs of more bytes always compile (their text alone takes longer).
 INTERPRET_MAX_BYTES = int(INTERPRET_SECONDS / INTERPRET_SECONDS_PER_BYTE)
 #: Inputs whose documents are not counted before they are read (compressed
