@@ -109,6 +109,23 @@ def test_kept_lines_are_the_lines_of_the_input_in_blocks_of_any_size(tmp_path, s
             assert dst.read_bytes() == b"".join(want_lines[k - 1] + b"\n" for k in kept)
 
 
+@pytest.mark.parametrize("comp", [None, "gzip"])
+def test_kept_lines_longer_than_the_reading_buffer(tmp_path, comp):
+    """A line longer than the buffer the writer reads into (a block and
+    64 KiB) makes it take a larger one: the lines around it come out whole."""
+    lines = [b'{"text": "short"}', b'{"text": "' + b"x" * 300_000 + b'"}', b"tail",
+             b'{"text": "' + "é".encode() * 100_000 + b'"}', b"last"]
+    raw = b"\n".join(lines)                       # the last line has no newline
+    src = tmp_path / ("in.jsonl" + (".gz" if comp else ""))
+    src.write_bytes(_compress(raw, comp))
+    for kept in ([1, 2, 3, 4, 5], [2, 4], [1, 3, 5], [5]):
+        for block in (16, 1 << 20):
+            dst = tmp_path / f"out-{block}.jsonl"
+            assert write_kept_lines(str(src), np.array(kept), str(dst),
+                                    block_bytes=block) == len(kept)
+            assert _decompress(dst.read_bytes()) == b"".join(lines[k - 1] + b"\n" for k in kept)
+
+
 def test_shard_write_kept_mirrors_the_input(tmp_path):
     lines = _messy_lines()
     src = tmp_path / "docs.jsonl"
