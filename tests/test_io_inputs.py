@@ -19,6 +19,7 @@ from gpu_dedup.errors import InputError
 from gpu_dedup.io import stdin as stdin_mod
 from gpu_dedup.io.compression import compression_of
 from gpu_dedup.io.jsonl import BOM, read_jsonl_shard, write_kept_lines
+from gpu_dedup.io.jsonl_scan import line_bounds, sparse_line_bounds
 from gpu_dedup.io.parquet import read_parquet_shard, write_kept_rows
 from gpu_dedup.io.plan import generated_ids, location, plan_reads, read_piece
 from gpu_dedup.io.sources import expand_inputs, output_names, read_corpus, read_shard
@@ -107,6 +108,35 @@ def test_kept_lines_are_the_lines_of_the_input_in_blocks_of_any_size(tmp_path, s
             dst = tmp_path / f"out-{share}-{block}.jsonl"
             assert write_kept_lines(str(src), kept, str(dst), block_bytes=block) == kept.size
             assert dst.read_bytes() == b"".join(want_lines[k - 1] + b"\n" for k in kept)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_long_lines_found_one_newline_after_another(tmp_path, seed):
+    """Once the lines written so far are long (``SPARSE_LINE_BYTES`` on
+    average), the writer finds a block's newlines with ``find``: the same
+    bounds as NumPy's, empty lines and a block without a final newline
+    included, and the same output."""
+    rng = np.random.default_rng(seed)
+    lines = [b"" if rng.random() < 0.3 else bytes(rng.integers(11, 255, int(rng.integers(1, 3000)),
+                                                            dtype=np.uint8))
+             for _ in range(int(rng.integers(20, 200)))]
+    raw = b"\n".join(lines) + (b"\n" if seed % 2 else b"")
+    for cut in (0, 1, len(raw) // 2, len(raw)):
+        block = raw[:cut]
+        want = line_bounds(np.frombuffer(block, dtype=np.uint8))
+        for data in (block, bytearray(block + b"\n\n")):   # only the first n bytes count
+            got = sparse_line_bounds(data, len(block))
+            assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    src = tmp_path / "long.jsonl"
+    src.write_bytes(raw)
+    want_lines = raw.split(b"\n")
+    if raw.endswith(b"\n"):                     # a final newline opens no line
+        want_lines = want_lines[:-1]
+    kept = np.flatnonzero(rng.random(len(want_lines)) < 0.5) + 1
+    for block_bytes in (16, 4096, 1 << 20):
+        dst = tmp_path / f"out-{block_bytes}.jsonl"
+        assert write_kept_lines(str(src), kept, str(dst), block_bytes=block_bytes) == kept.size
+        assert dst.read_bytes() == b"".join(want_lines[k - 1] + b"\n" for k in kept)
 
 
 @pytest.mark.parametrize("comp", [None, "gzip"])

@@ -45,7 +45,7 @@ import pyarrow.json as pj
 from ..compute import cast
 from ..errors import InputError
 from .compression import CompressedWriter, compression_of, open_decompressed
-from .jsonl_scan import BlockScan, line_bounds, scan_block, scanned
+from .jsonl_scan import BlockScan, line_bounds, scan_block, scanned, sparse_line_bounds
 from .records import BadRecord, one_line, parse_record
 from .stdin import display_name, resolve
 
@@ -56,6 +56,10 @@ from .stdin import display_name, resolve
 BLOCK_BYTES = 8 << 20
 #: The UTF-8 byte-order mark.
 BOM = b"\xef\xbb\xbf"
+#: Mean bytes a line of the blocks written so far from which the writer
+#: finds a block's newlines one after another (``bytes.find``) rather
+#: than by comparing every byte in NumPy.
+SPARSE_LINE_BYTES = 512
 ON_BAD_RECORD = ("error", "skip")
 
 
@@ -436,10 +440,17 @@ def _kept_runs(src: str, kept_lines: np.ndarray, block_bytes: int):
     moves a newline."""
     base = 0
     j = 0
+    read = 0
     for block in _reused_blocks(src, block_bytes):
         if j >= kept_lines.size:
             break
-        starts, ends = line_bounds(np.frombuffer(block, dtype=np.uint8))
+        if base and read >= SPARSE_LINE_BYTES * base:
+            # long lines so far: a newline after another, not a pass of
+            # NumPy comparisons over every byte
+            starts, ends = sparse_line_bounds(block.obj, len(block))
+        else:
+            starts, ends = line_bounds(np.frombuffer(block, dtype=np.uint8))
+        read += len(block)
         n = starts.size
         k = int(np.searchsorted(kept_lines, base + n, side="right"))
         sel = kept_lines[j:k] - base - 1

@@ -61,8 +61,25 @@ def _is_utf8(block: bytes) -> bool:
 def line_bounds(buf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (exclusive, before the newline) of every line of a
     block; a final newline does not open an empty line."""
-    nl = np.flatnonzero(buf == _NL)
-    n = buf.size
+    return bounds_of_newlines(np.flatnonzero(buf == _NL), buf.size)
+
+
+def sparse_line_bounds(data, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`line_bounds` of ``data[:n]`` (``bytes`` or ``bytearray``),
+    found a newline after another by ``find``: for a block of few long lines,
+    whose bytes are then read once by ``memchr`` and not compared into an
+    array of their size."""
+    nl = []
+    p = data.find(b"\n", 0, n)
+    while p >= 0:
+        nl.append(p)
+        p = data.find(b"\n", p + 1, n)
+    return bounds_of_newlines(np.array(nl, dtype=np.int64), n)
+
+
+def bounds_of_newlines(nl: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lines' starts and ends from the positions ``nl`` of the newlines
+    of a block of ``n`` bytes (:func:`line_bounds`)."""
     starts = np.empty(nl.size + 1, dtype=np.int64)
     starts[0] = 0
     starts[1:] = nl + 1
