@@ -67,6 +67,13 @@ ON_BAD_RECORD = ("error", "skip")
 # streaming the decompressed bytes
 # ---------------------------------------------------------------------------
 
+def _unreadable(path: str, comp: str | None, exc: Exception) -> InputError:
+    """The one line for an input that cannot be read through."""
+    what = f"{comp} data" if comp else "file"
+    return InputError(f"{display_name(path)}: corrupt or unreadable {what} ({one_line(exc)}); "
+                      f"remove it or replace it with an intact copy")
+
+
 def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = False):
     """Yield the decompressed content of ``path`` in blocks that end at a
     newline (the last one may not), at least ``block_bytes`` long except the
@@ -82,10 +89,7 @@ def iter_blocks(path: str, block_bytes: int = BLOCK_BYTES, *, keep_bom: bool = F
             try:
                 chunk = stream.read(block_bytes)
             except (OSError, pa.ArrowException) as exc:
-                what = f"{comp} data" if comp else "file"
-                raise InputError(f"{display_name(path)}: corrupt or unreadable {what} "
-                                 f"({one_line(exc)}); "
-                                 f"remove it or replace it with an intact copy") from exc
+                raise _unreadable(path, comp, exc) from exc
             if not chunk:
                 if first and carry.startswith(BOM):
                     carry = carry[len(BOM):]
@@ -410,10 +414,7 @@ def _reused_blocks(path: str, block_bytes: int):
                 with memoryview(buf) as mv:
                     n = stream.readinto(mv[filled:min(len(buf), filled + block_bytes)])
             except (OSError, pa.ArrowException) as exc:
-                what = f"{comp} data" if comp else "file"
-                raise InputError(f"{display_name(path)}: corrupt or unreadable {what} "
-                                 f"({one_line(exc)}); "
-                                 f"remove it or replace it with an intact copy") from exc
+                raise _unreadable(path, comp, exc) from exc
             if not n:
                 if filled:
                     yield memoryview(buf)[:filled]
