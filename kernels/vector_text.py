@@ -31,7 +31,6 @@ from .cpu import BLOCK
 from .densify import FIRST_PROBES
 from .hashing import U64
 from .jit import interpreted_block, on_block_end
-from .primitives import BOUND_WORDS  # noqa: F401 - the narrowest row, for callers
 from .vector_hash import xxh64_windows
 from .vector_misc import fmix64 as _fmix64, probe_bases, probe_bins, segment_indices
 

@@ -12,6 +12,7 @@ import xxhash
 
 from gpu_dedup.kernels import cpu, densify, hashing
 from gpu_dedup.kernels.jit import interpreted
+from gpu_dedup.kernels.primitives import BOUND_WORDS
 from gpu_dedup.kernels import vector_hash as vh
 from gpu_dedup.kernels import vector_text as vt
 from gpu_dedup.stages.signatures import hash_params
@@ -188,7 +189,7 @@ def test_shingle_sets_in_groups_of_documents_are_the_sets_of_one_group(corpus, w
             np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("words", [vt.BOUND_WORDS, 33, 1025])
+@pytest.mark.parametrize("words", [BOUND_WORDS, 33, 1025])
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
 def test_set_bound_blocks(corpus, n, word, words):
@@ -228,7 +229,7 @@ def test_an_interpreted_run_hashes_the_same_pieces_once(corpus, monkeypatch):
     vt.shingle_hashes(offsets, data, docs[:51], True, 3)
     vt.shingle_hashes(offsets, data, docs[:51], True, 3)
     assert len(calls) == 7
-    want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+    want = np.zeros((docs.shape[0], BOUND_WORDS), np.uint32)
     cpu._set_bound_blocks(offsets, data, docs, False, 5, want, 0, 3)
     with interpreted():
         sk = np.zeros((docs.shape[0], 64), np.uint64)
@@ -247,7 +248,7 @@ def test_bound_counters_saturate():
     doc = " ".join(f"w{i}" for i in range(40000)).encode()
     offsets, data = _buffers([doc, b"", doc[:5000]])
     docs = np.arange(3, dtype=np.int64)
-    want = np.zeros((3, vt.BOUND_WORDS), np.uint32)
+    want = np.zeros((3, BOUND_WORDS), np.uint32)
     got = want.copy()
     cpu._set_bound_blocks(offsets, data, docs, True, 1, want, 0, 1)
     vt.set_bound_blocks(offsets, data, docs, True, 1, got, 0, 1)
@@ -453,7 +454,7 @@ def test_real_text(real, word):
         np.testing.assert_array_equal(gu, wu)
         for w, g in zip(ws, gs):
             np.testing.assert_array_equal(g, w)
-        want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+        want = np.zeros((docs.shape[0], BOUND_WORDS), np.uint32)
         got = want.copy()
         cpu._set_bound_blocks(offsets, data, docs, word, n, want, 0, 3)
         vt.set_bound_blocks(offsets, data, docs, word, n, got, 0, 3)
@@ -499,7 +500,7 @@ def test_documents_in_pieces(corpus, monkeypatch):
             np.testing.assert_array_equal(gu, wu)
             for w, g in zip(ws, gs):
                 np.testing.assert_array_equal(g, w)
-            want = np.zeros((docs.shape[0], vt.BOUND_WORDS), np.uint32)
+            want = np.zeros((docs.shape[0], BOUND_WORDS), np.uint32)
             got = want.copy()
             cpu._set_bound_blocks(offsets, data, docs, word, 4, want, b0, b1)
             vt.set_bound_blocks(offsets, data, docs, word, 4, got, b0, b1)
