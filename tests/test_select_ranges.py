@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from gpu_dedup.kernels.primitives import BOUND_WORDS
 from gpu_dedup.stages.select import greedy_rounds, greedy_select, unpack
 from test_greedy import _flat, _random_case, _same_selection
 from gpu_dedup.stages.select_ranges import (RangeState, by_group, group_entries, heads_of,
@@ -228,7 +229,7 @@ def test_scoring_builds_each_earlier_document_once_a_call_whatever_the_batches(m
     monkeypatch.setattr(tasks, "sets_of", counting)
     monkeypatch.setattr(runner, "batch_cuts", cutting)
     # rows of 64 bins, which leave these paragraphs many pairs to score
-    monkeypatch.setattr(runner, "bound_words", lambda cfg, mean: 17)
+    monkeypatch.setattr(runner, "bound_words", lambda cfg, mean: BOUND_WORDS)
     whole = deduplicate(arr, cfg)
     monkeypatch.setattr(select_stage, "BYTES_PER_LOAD", 1 << 24)     # ranges of a few ranks
     built.clear()
