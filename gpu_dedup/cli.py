@@ -496,14 +496,19 @@ def quick_exit(code) -> None:
     down (freeing every module of NumPy, Arrow and the package: 30-40 ms of
     a run of 0.3 s), once that can lose nothing: standard output and error
     flushed, the at-exit handlers run (logging's flush, temporary folders'
-    removal, a Dask cluster's shutdown), and no thread left that a normal
-    exit would wait for. Otherwise, or for a status that is not a number,
+    removal, a Dask cluster's shutdown), the package's idle reading and
+    kernel threads ended, and no other thread left that a normal exit would
+    wait for. Otherwise, or for a status that is not a number,
     the usual ``sys.exit``."""
     import atexit
     import threading
     code = 0 if code is None else code
     if not isinstance(code, int):
         sys.exit(code)
+    for module, stop in (("gpu_dedup.io.jsonl_scan", "stop_reader"),
+                         ("gpu_dedup.kernels.threads", "stop_pool")):
+        if module in sys.modules:        # the package's idle pools: as a normal exit does
+            getattr(sys.modules[module], stop)()
     main_thread = threading.main_thread()
     if any(t is not main_thread and not t.daemon and t.is_alive()
            for t in threading.enumerate()):

@@ -76,6 +76,16 @@ def _workers(n: int) -> ThreadPoolExecutor:
         return _pool
 
 
+def stop_pool() -> None:
+    """Let the kernels' threads end (a pool starts again when next needed):
+    what a normal exit does to an idle pool, done before a quick one."""
+    global _pool, _pool_workers
+    with _pool_lock:
+        pool, _pool, _pool_workers = _pool, None, 0
+    if pool is not None:
+        pool.shutdown(wait=True)
+
+
 def _mark_worker() -> None:
     _local.worker = True
 

@@ -85,3 +85,23 @@ def test_the_program_is_the_console_entry(tmp_path):
                        timeout=300)
     assert r.returncode == 2
     assert r.stderr.strip().splitlines()[-1].startswith("error: ") and "bad.jsonl:2" in r.stderr
+
+
+def test_a_run_of_the_program_ends_the_quick_way(tmp_path):
+    """A whole ``run`` (which starts the reading thread; the kernels' pool,
+    which a larger input starts, is started here too) still ends without
+    the teardown: the package stops its own idle threads first."""
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(f'{{"text": "line {i % 7} of a text long enough to shingle"}}\n'
+                           for i in range(300)))
+    r = _run(f"""
+        from gpu_dedup.cli import console
+        from gpu_dedup.kernels import threads
+        threads._workers(2).submit(int).result()
+        sys.argv = ["gpu-dedup", "run", {str(src)!r}, "-o", {str(tmp_path / "out")!r},
+                    "--quiet"]
+        console()
+    """)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["buffered", "at exit"], r.stdout    # no "teardown"
+    assert (tmp_path / "out" / "report.json").exists()

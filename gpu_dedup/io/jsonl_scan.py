@@ -237,6 +237,16 @@ def _reader():
         return _READER
 
 
+def stop_reader() -> None:
+    """Let the reading thread end (it starts again when next needed): what
+    a normal exit does to an idle pool, done before a quick one."""
+    global _READER
+    with _READER_LOCK:
+        reader, _READER = _READER, None
+    if reader is not None:
+        reader.shutdown(wait=True)
+
+
 def _forget_reader() -> None:
     """In a forked child the reader's thread does not exist: start a new one."""
     global _READER, _READER_LOCK
