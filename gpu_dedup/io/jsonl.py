@@ -399,11 +399,15 @@ def _reused_blocks(path: str, block_bytes: int):
     a page fault for each of its pages, each time: writing 60% of the long
     documents' lines took 17,000-29,000 page faults with a new block each
     time and a new join of its kept runs, about 5,000 with both buffers
-    reused."""
+    reused. A file smaller than a block has a buffer of its size: zeroing
+    8 MiB took 5 ms of a run of 100 documents."""
     path = resolve(path)
     comp = compression_of(path)
     stream = open_decompressed(path, comp)
-    buf = bytearray(block_bytes + (64 << 10))
+    size = block_bytes + (64 << 10)
+    if comp is None and os.path.isfile(path):   # a small file: a buffer of its size
+        size = min(size, os.path.getsize(path) + 1)
+    buf = bytearray(size)
     filled = 0
     try:
         while True:
