@@ -37,6 +37,23 @@ def test_ws_is_split_and_join(seed):
     assert got == regex
 
 
+def test_ws_both_ways_over_every_code_point():
+    """The kernel's fold (a compiled run's) and Arrow's regular expression
+    (an interpreted run's, and any run's with nulls) give Python's split
+    and join on every code point: between words, alone, and in runs."""
+    from gpu_dedup.kernels.jit import interpreted
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    texts = [f"a{c}b" for c in chars[:0x3100]] + [f" {c}x{c}{c} " for c in chars[:0x3100]]
+    texts += ["".join(chars[i:i + 997]) for i in range(0, len(chars), 997)]
+    arr = pa.array(texts, pa.large_string())
+    want = [" ".join(t.split()) for t in texts]
+    kernel = nz.fold_whitespace(arr).to_pylist()
+    with interpreted():
+        arrow = nz.normalize_text(arr, ("ws",)).to_pylist()
+    assert kernel == want
+    assert arrow == want
+
+
 def test_steps_in_slices_equal_one_pass(monkeypatch):
     texts = random_texts(3000, 7)
     arr = pa.array(texts, pa.large_string())

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..compute import call, cast, nfkc, replace_regex, trim
+from ..kernels.jit import interpreting
 
 _WS = r"[\s\x{0b}\x{1c}-\x{1f}\x{85}\p{Z}]+"
 
@@ -86,8 +87,11 @@ def normalize_text(arr: pa.Array, steps) -> pa.Array:
         arr = arr.combine_chunks()
     out = cast(arr, pa.large_string()) if arr.type != pa.large_string() else arr
     # Arrow's steps keep nulls as they are, so whether the kernel can fold
-    # whitespace is known up front.
-    kernel_ws = not out.null_count
+    # whitespace is known up front. Interpreted, the kernel is slower than
+    # Arrow's regular expression, which gives the same text (every code
+    # point is tested against both): 10-16 against 20-28 ms on 100 long
+    # documents (790 KB).
+    kernel_ws = not out.null_count and not interpreting()
     groups = [(is_ws, tuple(g)) for is_ws, g in
               itertools.groupby(steps, key=lambda step: kernel_ws and step == "ws")]
     for k, (is_ws, group) in enumerate(groups):
