@@ -331,13 +331,36 @@ def _block_range(docs, b0, b1):
     return b0 * BLOCK, min(docs.shape[0], b1 * BLOCK)
 
 
+#: Shingles a document, on average, from which each document's hashes are
+#: sorted on their own rather than all together by a key.
+_SORT_EACH = 512
+
+
 def _sorted_sets(hashes, doc, docs):
     """The distinct hashes of each of ``docs`` documents, sorted:
-    ``(values, doc)``. Sorted by one key, the document above a hash's top
-    bits, then by the whole hash only where that leaves hashes out of order
-    (two of a document equal in their top bits)."""
+    ``(values, doc)``."""
     if hashes.shape[0] == 0:
         return hashes, doc
+    if hashes.shape[0] >= _SORT_EACH * docs:
+        # long documents: each one's hashes sorted where they lie (``doc``
+        # ascends), which NumPy does 2.5-4x faster than ordering by a key
+        h = hashes.copy()
+        ends = np.cumsum(np.bincount(doc, minlength=docs)).tolist()
+        for a, b in zip([0] + ends[:-1], ends):
+            h[a:b].sort()
+        d = doc
+    else:
+        h, d = _sorted_by_key(hashes, doc, docs)
+    new = np.ones(h.shape[0], bool)
+    new[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
+    return h[new], d[new]
+
+
+def _sorted_by_key(hashes, doc, docs):
+    """``(hashes, doc)`` in the order of document, then hash: by one key,
+    the document above a hash's top bits, then by the whole hash only where
+    that leaves hashes out of order (two of a document equal in their top
+    bits)."""
     bits = max(int(docs - 1).bit_length(), 1)
     key = (doc.astype(np.uint64) << U64(64 - bits)) | (hashes >> U64(bits))
     order = np.argsort(key)
@@ -347,9 +370,7 @@ def _sorted_sets(hashes, doc, docs):
         order = np.lexsort((hashes, doc))
         h = hashes[order]
         d = doc[order]
-    new = np.ones(h.shape[0], bool)
-    new[1:] = (h[1:] != h[:-1]) | (d[1:] != d[:-1])
-    return h[new], d[new]
+    return h, d
 
 
 # -- the kernels ------------------------------------------------------------------

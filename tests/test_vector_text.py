@@ -150,9 +150,16 @@ def _sets(kernel, offsets, data, docs, word, n, b0, b1):
     return uniq, [raw[raw_off[t]:raw_off[t] + max(u, 0)] for t, u in enumerate(uniq)]
 
 
+#: ``vector_text._SORT_EACH`` forcing each way of sorting a piece's sets:
+#: every document's hashes on their own, or all of them by one key
+SORT_WAYS = [0, 1 << 40]
+
+
+@pytest.mark.parametrize("sort_each", SORT_WAYS)
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
-def test_shingle_set_blocks(corpus, n, word):
+def test_shingle_set_blocks(corpus, n, word, sort_each, monkeypatch):
+    monkeypatch.setattr(vt, "_SORT_EACH", sort_each)
     offsets, data, docs = corpus
     for b0, b1 in RANGES:
         wu, ws = _sets(cpu._shingle_set_blocks, offsets, data, docs, word, n, b0, b1)
@@ -189,10 +196,12 @@ def test_shingle_sets_in_groups_of_documents_are_the_sets_of_one_group(corpus, w
             np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("sort_each", SORT_WAYS)
 @pytest.mark.parametrize("words", [BOUND_WORDS, 33, 1025])
 @pytest.mark.parametrize("n", NS)
 @pytest.mark.parametrize("word", [False, True])
-def test_set_bound_blocks(corpus, n, word, words):
+def test_set_bound_blocks(corpus, n, word, words, sort_each, monkeypatch):
+    monkeypatch.setattr(vt, "_SORT_EACH", sort_each)
     offsets, data, docs = corpus
     for b0, b1 in RANGES:
         want = np.full((docs.shape[0], words), 77, np.uint32)
@@ -461,7 +470,9 @@ def test_real_text(real, word):
         np.testing.assert_array_equal(got, want)
 
 
-def test_sorted_sets_with_hashes_equal_in_their_top_bits():
+@pytest.mark.parametrize("sort_each", SORT_WAYS)
+def test_sorted_sets_with_hashes_equal_in_their_top_bits(sort_each, monkeypatch):
+    monkeypatch.setattr(vt, "_SORT_EACH", sort_each)
     rng = np.random.default_rng(5)
     for docs in (1, 2, 3, 600):
         doc = np.sort(rng.integers(0, docs, 3000))
