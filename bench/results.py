@@ -18,12 +18,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "first-run", "reading", "writing", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic", "encoder"]
+ORDER = ["checks", "removals", "speed", "first-run", "warm-start", "reading", "writing", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic", "encoder"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
     "speed": "Speed on short, medium and long documents, beside rensa: `python bench/run.py --speed`",
     "first-run": "The first run after an install, and a warm start: `python bench/first_run.py`",
+    "warm-start": "A warm start as installed, on 100 real documents of each length: "
+                  "`python bench/warm_start.py`",
     "reading": "Reading JSONL, each read in a fresh process: `python bench/read_speed.py`",
     "writing": "Writing the outputs, each write in a fresh process: `python bench/write_speed.py`",
     "sketch": "Sketches: the one-permutation sketch beside the classic one, at the same bands and rows",
