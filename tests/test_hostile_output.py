@@ -232,7 +232,8 @@ def test_s3_staging_prefixes_of_killed_runs_are_removed_by_the_next_run(s3, env,
         p = subprocess.run([sys.executable, "-c", KILL_DURING_REMOTE_PUBLISH, "run",
                             str(corpus / "a.jsonl"), "--output", url, "--overwrite", "-q"],
                            capture_output=True, text=True, cwd=ROOT, timeout=300,
-                           env=dict(os.environ, **s3.env()))
+                           # its local staging folder, which a killed run leaves
+                           env=dict(os.environ, **s3.env(), TMPDIR=str(tmp_path)))
         assert p.returncode == 9, p.stderr
         assert any(n.startswith(STAGING_PREFIX) for n in objects(s3, "hostile1/run"))
         assert output_complete(url)[0] is False
