@@ -155,8 +155,9 @@ class Dedup:
             texts = runner.texts("text.arrow")
             ids = runner.texts("ids.arrow")
         m = runner.assign_meta
+        pairs = ("pair_similarity", "pair_exact")
         chunks = ((int(runner.doc_starts[ci]), r) for ci, r in runner.chunk_results(
-            ("cluster", "kept", "duplicate_of", "similarity", "pair_similarity", "pair_exact")))
+            ("cluster", "kept", "duplicate_of", "similarity") + pairs, streamed=pairs))
         data = html_data(chunks, float(self.cfg.threshold), m["cluster_sizes"], m["largest"],
                          m["pairs"]["fuzzy_min"], m["removed_similarity"]["min"])
         write_html(os.path.join(folder, "report.html"), report, data, _Corpus)

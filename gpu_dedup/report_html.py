@@ -29,6 +29,8 @@ from .params import approx_threshold, collision_probability
 #: Clusters shown, largest first, and removed documents shown per cluster.
 TOP_CLUSTERS = 20
 REMOVED_PER_CLUSTER = 3
+#: Pairs whose similarities are counted at a time.
+PAIR_ROWS = 1 << 20
 #: Words of a document compared and shown at most; equal runs longer than
 #: ``2 * CONTEXT_WORDS`` are shortened to their ends.
 MAX_WORDS = 1000
@@ -237,11 +239,13 @@ def html_data(chunks, threshold: float, size_bins, largest, fuzzy_min, removed_m
     shown_n = np.zeros(labels.size, np.int64)     # of them, those shown so far
     shown = []                       # (place, document, duplicate_of, similarity) per chunk
     for d0, r in chunks:
-        fz = ~r["pair_exact"]
-        ps = r["pair_similarity"][fz]
-        pair_c += np.histogram(ps, bins=pe)[0]
-        fuzzy += int(ps.size)
-        exact += int(np.count_nonzero(~fz))
+        n = len(r["pair_exact"])
+        for s in range(0, n, PAIR_ROWS):       # the pairs may be many: a slice at a time
+            fz = ~np.asarray(r["pair_exact"][s:s + PAIR_ROWS], dtype=bool)
+            ps = np.asarray(r["pair_similarity"][s:s + PAIR_ROWS])[fz]
+            pair_c += np.histogram(ps, bins=pe)[0]
+            fuzzy += int(ps.size)
+            exact += int(np.count_nonzero(~fz))
         rs = r["similarity"][r["removed"]]
         rem_c += np.histogram(rs, bins=re_)[0]
         removed += int(rs.size)

@@ -50,9 +50,8 @@ def _take(st, rel: str, index: np.ndarray) -> np.ndarray:
 
 def _between(st, rel: str, lo, hi) -> tuple[int, int]:
     """Where values ``lo`` and ``hi`` fall in the sorted stored array ``rel``."""
-    a = st.load_npy(rel, mmap=True)
-    out = np.searchsorted(a, np.array([lo, hi], dtype=a.dtype))
-    del a
+    a = st.load_npy(rel, mmap="read")
+    out = a.searchsorted(np.array([lo, hi], dtype=a.dtype))
     return int(out[0]), int(out[1])
 
 
@@ -107,7 +106,7 @@ def task_assign(item: dict, ctx: Ctx) -> dict:
 @dataclass
 class ChunkPairs:
     """A chunk's pairs ``(a, b, similarity, exact)`` sorted by ``(a, b)``:
-    sorted sources (tuples of those four columns, arrays or memory maps)
+    sorted sources (tuples of those four columns, arrays or stored columns)
     merged a slice of ``cap`` rows at a time, so that no step holds them
     all (a chunk of the first copies of large clusters has many)."""
     sources: list
@@ -155,18 +154,19 @@ def _constant(values, value, dtype) -> MappedColumn:
 def _chunk_pairs(ctx: Ctx, d0: int, d1: int, g0: int, g1: int, own: np.ndarray) -> ChunkPairs:
     """The exact and the accepted pairs whose first document is in
     ``d0 .. d1 - 1`` (its representatives ``own``, numbers ``g0 .. g1 - 1``),
-    as two sorted sources read from the store a slice at a time: the exact
+    as two sorted sources read from the store a slice at a time (plain
+    reads: pages of a map read through would stay resident): the exact
     pairs (by representative, then member) and the accepted pairs of
     representatives (in their order, which is the documents' order)."""
     st = ctx.store
     p0, p1 = _between(st, layout.exact("pair_rep"), d0, d1)
-    ea = st.load_npy(layout.exact("pair_rep"), mmap=True)[p0:p1]
-    eb = st.load_npy(layout.exact("pair_member"), mmap=True)[p0:p1]
+    ea = st.load_npy(layout.exact("pair_rep"), mmap="read")[p0:p1]
+    eb = st.load_npy(layout.exact("pair_member"), mmap="read")[p0:p1]
     lo, hi = _between(st, layout.selected("accepted_a"), g0, g1)
-    u = st.load_npy(layout.selected("accepted_a"), mmap=True)[lo:hi]
-    v = st.load_npy(layout.selected("accepted_b"), mmap=True)[lo:hi]
+    u = st.load_npy(layout.selected("accepted_a"), mmap="read")[lo:hi]
+    v = st.load_npy(layout.selected("accepted_b"), mmap="read")[lo:hi]
     reps = st.load_npy(layout.exact("reps"), mmap=True)
-    scores = st.load_npy(layout.selected("scores"), mmap=True)[lo:hi]
+    scores = st.load_npy(layout.selected("scores"), mmap="read")[lo:hi]
     exact = (ea, eb, _constant(ea, 1.0, np.float64), _constant(ea, True, bool))
     accepted = (MappedColumn(u, lambda x: own[x - g0]),
                 MappedColumn(v, lambda x: np.asarray(reps[x], dtype=np.int64)),

@@ -113,14 +113,13 @@ def task_exact_slice(item: tuple, ctx: Ctx, docs: Documents) -> dict:
     for p in range(parts):
         part = layout.exact_part(parts, p)
 
-        def load(name, part=part):
-            return st.load_npy(layout.file(part, f"{name}.npy"), mmap=True)
+        def load(name, part=part):              # read a slice, nothing mapped
+            return st.load_npy(layout.file(part, f"{name}.npy"), mmap="read")
         for key, names in (("reps", ("reps",)), ("members", ("members", "member_rep")),
                            ("pair_rep", pair_names)):
-            k = load(key)
-            a, b = np.searchsorted(k, [lo, hi])
+            a, b = (int(x) for x in load(key).searchsorted([lo, hi]))
             for n in names:
-                got[n].append(np.array(load(n)[a:b], dtype=np.int64))
+                got[n].append(np.asarray(load(n)[a:b], dtype=np.int64))
     arr = {n: np.concatenate(v) if v else np.zeros(0, np.int64) for n, v in got.items()}
     del got
     arr["reps"].sort()

@@ -46,12 +46,17 @@ class RunOutputs:
         parts = [self.store.load_npy(layout.final_file(c["key"], name)) for c in self.chunks]
         return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
-    def chunk_results(self, names=layout.FINAL):
+    def chunk_results(self, names=layout.FINAL, streamed=()):
         """Each chunk's result arrays ``names``, one chunk at a time:
-        ``(ci, {name: array})``; with ``kept``, also ``removed``: the
-        documents of the output removed (:func:`output_removed`)."""
+        ``(ci, {name: array})``, those of ``streamed`` as columns to read a
+        slice at a time (``load_npy``'s ``"read"``: the pairs, which a chunk
+        of the first copies of large clusters has many of); with ``kept``,
+        also ``removed``: the documents of the output removed
+        (:func:`output_removed`)."""
         for ci, c in enumerate(self.chunks):
-            r = {n: self.store.load_npy(layout.final_file(c["key"], n)) for n in names}
+            r = {n: self.store.load_npy(layout.final_file(c["key"], n),
+                                        mmap="read" if n in streamed else False)
+                 for n in names}
             if "kept" in r:
                 r["removed"] = output_removed(r["kept"], int(self.doc_starts[ci]), self.C)
             yield ci, r
@@ -175,17 +180,17 @@ class RunOutputs:
         with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema,
                            dictionary=dictionary_columns(schema)) as w:
             rg = RowGroups(w, schema)
-            for _, r in self.chunk_results(("pair_a", "pair_b", "pair_similarity")):
-                a, b, sims = r["pair_a"], r["pair_b"], r["pair_similarity"]
-                if self.C:                   # pairs with an output document (a < b)
-                    out = b >= self.C
-                    a, b, sims = a[out], b[out], sims[out]
-                for s in range(0, a.size, NAME_ROWS):
-                    rg.add(pa.table({"id_a": self._names(a[s:s + NAME_ROWS]),
-                                     "id_b": self._names(b[s:s + NAME_ROWS]),
-                                     "similarity": arrow(sims[s:s + NAME_ROWS],
-                                                            pa.float64())}, schema=schema))
-                del r, a, b, sims
+            names = ("pair_a", "pair_b", "pair_similarity")
+            for _, r in self.chunk_results(names, streamed=names):
+                cols = r["pair_a"], r["pair_b"], r["pair_similarity"]
+                for s in range(0, len(cols[0]), NAME_ROWS):
+                    a, b, sims = (np.asarray(c[s:s + NAME_ROWS]) for c in cols)
+                    if self.C:               # pairs with an output document (a < b)
+                        out = b >= self.C
+                        a, b, sims = a[out], b[out], sims[out]
+                    rg.add(pa.table({"id_a": self._names(a), "id_b": self._names(b),
+                                     "similarity": arrow(sims, pa.float64())}, schema=schema))
+                del r, cols
                 self.release(collect=False)
             rg.close()
         tick()

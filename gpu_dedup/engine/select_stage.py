@@ -234,11 +234,10 @@ class SelectStage:
             for k in ran:
                 if k < j:
                     continue
-                p = st.load_npy(layout.range_result(k, "pair_a"), mmap=True)
-                a, b = (int(x) for x in np.searchsorted(p, bounds[j:j + 2]))
-                del p
-                if b > a:
-                    sources.append(tuple(st.load_npy(layout.range_result(k, c), mmap=True)[a:b]
+                p = st.load_npy(layout.range_result(k, "pair_a"), mmap="read")
+                a, b = (int(x) for x in p.searchsorted(bounds[j:j + 2]))
+                if b > a:                    # read a slice at a time, nothing mapped
+                    sources.append(tuple(st.load_npy(layout.range_result(k, c), mmap="read")[a:b]
                                          for c in ("pair_a", "pair_b", "pair_scores")))
             for a, b, s in merged_pair_slices(sources, self.plan.pair_slice_rows):
                 yield a - shift, b - shift, s
@@ -299,7 +298,7 @@ class SelectStage:
             # the accepted pairs sorted, a range of first members at a time: a
             # range's pairs are sorted, and those of each first range a slice
             verified = sum(int(st.load_npy(layout.range_result(k, "pair_a"),
-                                           mmap=True).shape[0]) for k in ran)
+                                           mmap="read").shape[0]) for k in ran)
             st.save_npy_columns([layout.selected(n) for n in ("accepted_a", "accepted_b",
                                                                "scores")],
                                 (np.int64, np.int64, np.float64),

@@ -57,6 +57,7 @@ from ..digest import SummedWriter, file_sum
 from ..errors import ConfigError, DedupError
 from ..stages.normalize import text_buffers
 from ..arrays import arrow
+from .columns import StoredColumn
 from .layout import LOCK, MARKER
 
 log = logging.getLogger("gpu_dedup")
@@ -492,8 +493,8 @@ class DiskStore:
     def concat_npy(self, rel: str, parts: list[str], dtype) -> None:
         """``rel``: the stored 1-d arrays ``parts`` end to end, written a part
         at a time (never all in memory)."""
-        sizes = [self.load_npy(p, mmap=True).shape[0] for p in parts]
-        self.save_npy_pieces(rel, (self.load_npy(p, mmap=True) for p in parts), dtype,
+        sizes = [self.load_npy(p, mmap="read").shape[0] for p in parts]
+        self.save_npy_pieces(rel, (self.load_npy(p, mmap="read") for p in parts), dtype,
                              sum(sizes))
 
     def save_npy_pieces(self, rel: str, pieces, dtype, count: int) -> None:
@@ -542,8 +543,11 @@ class DiskStore:
 
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
-        ``"c"``: copy-on-write, typed as a writable array by the kernels)."""
+        ``"c"``: copy-on-write, typed as a writable array by the kernels), or
+        ``"read"``: a :class:`~.columns.StoredColumn`, read a slice at a time."""
         path = self._checked(rel)
+        if mmap == "read":
+            return StoredColumn.open(path, lambda why: self._damaged(path, why))
         try:
             return np.load(path, mmap_mode=("c" if mmap == "c" else "r") if mmap else None,
                            allow_pickle=False)
