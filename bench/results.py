@@ -18,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS_DIR = os.path.join(HERE, "results")
 RESULTS_MD = os.path.join(HERE, "RESULTS.md")
 
-ORDER = ["checks", "removals", "speed", "first-run", "warm-start", "reading", "writing", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "dask-cluster", "accuracy", "semantic", "encoder"]
+ORDER = ["checks", "removals", "speed", "first-run", "warm-start", "reading", "writing", "sketch", "speed-stages", "selection", "index", "substr", "storage", "one-engine", "gpu", "comparison-quick", "comparison-full", "scaling", "out-of-core", "heavy-duplication", "templated-pages", "dask-cluster", "accuracy", "semantic", "encoder"]
 TITLES = {
     "checks": "Checks that guard the user's files, 2026-12-02 (2 cores, no device lent)",
     "removals": "Removals you can trust: `python bench/removals.py`",
@@ -44,6 +44,8 @@ TITLES = {
     "scaling": "Scaling: `python bench/scaling.py`",
     "out-of-core": "Out of core, under a memory budget: `python bench/scale.py`",
     "heavy-duplication": "Heavy near-duplication under a budget: `python bench/scale.py --heavy`",
+    "templated-pages": "Pages of a few templates under a budget: "
+                       "`python bench/scale.py --templated`",
     "dask-cluster": "A Dask scheduler and workers on loopback beside one process: "
                     "`python bench/scale.py --cluster`",
     "accuracy": "Accuracy on real text at full size: `python bench/accuracy.py`",

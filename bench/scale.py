@@ -31,6 +31,10 @@ copies, shuffled so copies are not next to their originals.
 4. **Heavy duplication** (``--heavy``): short documents (``--heavy-mean-bytes``)
    in clusters of Pareto-distributed size up to 100,000 copies (:data:`HEAVY`),
    at ``--heavy-sizes`` under ``--heavy-budget``, in the scale table's columns.
+   **Templated pages** (``--templated``): pages of a few templates, with dates
+   and numbers added (:func:`ensure_templated`), whose near-copies give many
+   verified pairs a document, at ``--templated-sizes`` under
+   ``--templated-budget``.
 5. **A Dask cluster** (``--cluster``): a scheduler and ``--cluster-workers``
    workers (``--nthreads 1 --nworkers 1 --memory-limit`` ``--cluster-budget``),
    processes of their own on loopback with Dask's spilling, pausing and
@@ -43,7 +47,8 @@ copies, shuffled so copies are not next to their originals.
 
 Figures are printed as Markdown tables and saved as sections of
 bench/RESULTS.md through ``bench/results.py``: ``out-of-core``,
-``heavy-duplication`` (``--heavy``) and ``dask-cluster`` (``--cluster``).
+``heavy-duplication`` (``--heavy``), ``templated-pages`` (``--templated``) and
+``dask-cluster`` (``--cluster``).
 """
 from __future__ import annotations
 
@@ -136,6 +141,58 @@ def staged_cmd(inputs, output, budget, work=None, keep: bool = False, scheduler:
 #: 100,000 (a block of a million documents holds whole clusters).
 HEAVY = ["--copies-share", "0.6", "--copies-alpha", "1.1", "--max-copies", "100000",
          "--batch", "1000000"]
+
+
+#: Pages made from a few templates (:func:`ensure_templated`): each template's
+#: share of the documents, and its text.
+TEMPLATES = [
+    (0.5, "Welcome to the Example Store. Free shipping on orders over fifty dollars. "
+          "Sign up for our newsletter to get the latest deals on shoes, shirts and hats. "
+          "Customer service is open Monday to Friday, nine to five."),
+    (0.25, "This page is part of the city council archive. Minutes of the meeting are "
+           "published within ten working days. Contact the clerk's office for copies of "
+           "older records and for questions about public comment."),
+    (0.15, "Error 404: the page you asked for could not be found. It may have moved, or "
+           "the link may be out of date. Try the search box above or go back to the home "
+           "page to find what you were looking for."),
+    (0.1, "Terms of use. By using this site you agree to these terms. We may change them at "
+          "any time; the date of the last change is shown below. Questions go to the "
+          "address on the contact page."),
+]
+
+
+def ensure_templated(n: int, seed: int = 0) -> str:
+    """``n`` pages made from :data:`TEMPLATES`, each one as it is (20%) or
+    with a date or an order number added (80%, at the end or in front):
+    a few clusters of near-copies of hundreds of thousands of documents
+    each, the way boilerplate pages fill a web crawl."""
+    import numpy as np
+    os.makedirs(DATA, exist_ok=True)
+    path = os.path.join(DATA, f"scale_{n}_templated_s{seed}.jsonl")
+    if os.path.exists(path):
+        return path
+    rng = np.random.default_rng(seed)
+    which = rng.choice(len(TEMPLATES), size=n, p=[w for w, _ in TEMPLATES])
+    kind = rng.random(n)
+    dates = [f"{y}-{m:02d}-{d:02d}" for y, m, d in zip(rng.integers(2000, 2027, n),
+                                                       rng.integers(1, 13, n),
+                                                       rng.integers(1, 29, n))]
+    numbers = rng.integers(0, 10 ** 9, n)
+    tmp = path + ".part"
+    with open(tmp, "w") as f:
+        for i in range(n):
+            page = TEMPLATES[which[i]][1]
+            if kind[i] < 0.3:
+                text = f"{page} Updated {dates[i]}."
+            elif kind[i] < 0.6:
+                text = f"{page} Order number {numbers[i]} shipped on {dates[i]}."
+            elif kind[i] < 0.8:
+                text = f"[{dates[i]}] {page}"
+            else:
+                text = page
+            f.write(json.dumps({"id": str(i), "text": text}) + "\n")
+    os.replace(tmp, path)
+    return path
 
 
 def ensure_generated(n: int, mean_bytes: int, heavy: bool = False) -> str:
@@ -264,13 +321,15 @@ def warm_up(out_root: str) -> None:
         sys.exit(f"warm-up run failed:\n{r['stderr']}")
 
 
-def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
-    sizes = args.heavy_sizes if heavy else args.sizes
-    budget_spec = args.heavy_budget if heavy else args.budget
+def run_scale(args, out_root: str, heavy: bool = False,
+              templated: bool = False) -> tuple[list, str]:
+    sizes = (args.templated_sizes if templated else args.heavy_sizes if heavy else args.sizes)
+    budget_spec = (args.templated_budget if templated else args.heavy_budget if heavy
+                   else args.budget)
     mean_bytes = args.heavy_mean_bytes if heavy else args.mean_bytes
     rows = []
     for n in [int(x) for x in sizes.split(",")]:
-        src = ensure_generated(n, mean_bytes, heavy)
+        src = ensure_templated(n) if templated else ensure_generated(n, mean_bytes, heavy)
         out = os.path.join(out_root, f"scale-{n}")
         r = measured(staged_cmd([src], out, budget_spec, os.path.join(out_root, "work"),
                                 keep=True))
@@ -291,6 +350,7 @@ def run_scale(args, out_root: str, heavy: bool = False) -> tuple[list, str]:
                "bounded": rep["work"].get("selection_bounded"),
                "stage_seconds": rep["seconds"], "stage_peaks": rep["memory"]["peak_rss_bytes"],
                "stage_usage": rep["work"].get("stage_usage", {}),
+               "pairs": rep["edges"].get("verified"),
                "chunks": rep["work"]["chunks"], "units": rep["work"]["units"],
                "removed": rep["documents"]["removed"]}
         rows.append(row)
@@ -556,6 +616,10 @@ def main(argv=None) -> int:
     ap.add_argument("--heavy-sizes", default="1000000,3000000")
     ap.add_argument("--heavy-budget", default="1GiB")
     ap.add_argument("--heavy-mean-bytes", type=int, default=60)
+    ap.add_argument("--templated", action="store_true",
+                    help="also pages made from a few templates (saved as its own section)")
+    ap.add_argument("--templated-sizes", default="200000,600000")
+    ap.add_argument("--templated-budget", default="1GiB")
     ap.add_argument("--cluster", action="store_true",
                     help="also a Dask cluster on loopback beside one process (its own section)")
     ap.add_argument("--cluster-size", type=int, default=3000000)
@@ -600,6 +664,18 @@ def main(argv=None) -> int:
         print(text)
         if not args.no_save:
             save("heavy-duplication", text, {"rows": rows}, argv)
+    if args.templated:
+        rows, md = run_scale(args, args.out, templated=True)
+        text = (f"Pages made from {len(TEMPLATES)} templates (`ensure_templated`: each "
+                f"page as it is, or with a date or an order number added at the end or in "
+                f"front; a few clusters of hundreds of thousands of near-copies), budget "
+                f"`--memory-limit {args.templated_budget}`, one process; verified pairs: "
+                + ", ".join(f"{r['pairs']:,} at {r['documents']:,}" for r in rows)
+                + f":\n\n{md}")
+        print()
+        print(text)
+        if not args.no_save:
+            save("templated-pages", text, {"rows": rows}, argv)
     if args.cluster:
         res, md = run_cluster(args, args.out)
         corpus = (f"documents of about {args.heavy_mean_bytes} bytes with heavy "

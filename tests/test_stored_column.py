@@ -4,6 +4,7 @@ array, a damaged file refused, and a run that reads its pairs, which the
 first copies of large clusters have many of, only that way."""
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -67,18 +68,32 @@ def test_a_short_file_is_a_damaged_work_file(st, tmp_path):
     with pytest.raises(DamagedWorkFile, match="bytes where 1600 were expected"):
         np.asarray(col[800:])
     bad = tmp_path / "b.npy"
-    np.save(bad, np.zeros((2, 3)))
-    with pytest.raises(ValueError, match="one dimension"):
+    np.save(bad, np.zeros((2, 3, 4)))
+    with pytest.raises(ValueError, match="one or two dimensions"):
         StoredColumn.open(str(bad), ValueError)
+    np.save(bad, np.asfortranarray(np.zeros((2, 3))))
+    with pytest.raises(ValueError, match="one or two dimensions"):
+        StoredColumn.open(str(bad), ValueError)
+
+
+def test_an_array_of_two_dimensions_is_its_rows(st):
+    arr = np.arange(21, dtype=np.int64).reshape(3, 7)
+    st.save_npy("r.npy", arr)
+    rows = st.load_npy("r.npy", mmap="read")
+    assert len(rows) == 3
+    for got, want in zip(rows, arr):
+        np.testing.assert_array_equal(np.asarray(got), want)
+        np.testing.assert_array_equal(np.asarray(got[2:5]), want[2:5])
 
 
 #: What a run writes with many rows a pair: each range's, the selection's,
 #: the exact stage's and each chunk's pairs.
 PAIR_FILES = ("pair_a", "pair_b", "pair_scores", "accepted_a", "accepted_b", "scores",
-              "pair_rep", "pair_member", "pair_similarity", "pair_exact")
+              "pair_rep", "pair_member", "pair_similarity", "pair_exact", "pairs")
 
 
-def test_a_run_reads_its_pairs_a_slice_at_a_time(tmp_path, monkeypatch):
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_a_run_reads_its_pairs_a_slice_at_a_time(tmp_path, monkeypatch, keep):
     """Out of core, every read of a file of pairs after it is written is a
     :class:`StoredColumn`: never the whole array in memory, nor a map whose
     pages stay resident as it is read through (the selection's merge of
@@ -92,10 +107,15 @@ def test_a_run_reads_its_pairs_a_slice_at_a_time(tmp_path, monkeypatch):
         loads.append((rel, mmap))
         return real(self, rel, mmap)
     monkeypatch.setattr(store_module.DiskStore, "load_npy", load)
-    report = run_staged(paths, str(tmp_path / "out"), CFG, memory_limit="96KiB", html=True)
+    cfg = dataclasses.replace(CFG, keep=keep)
+    report = run_staged(paths, str(tmp_path / "out"), cfg, memory_limit="96KiB", html=True)
     assert report["edges"]["verified"] > 0
+    # (keep="longest" routes each range's pairs to their chunks one range at
+    # a time: a range holds what its load allows, as its selection did)
     pairs = [(rel, mmap) for rel, mmap in loads
-             if os.path.basename(rel).split(".")[0] in PAIR_FILES]
+             if os.path.basename(rel).split(".")[0] in PAIR_FILES
+             and not (keep == "longest" and rel.startswith("select/ranges/"))]
     assert {os.path.basename(rel).split(".")[0] for rel, _ in pairs} >= {
-        "pair_a", "accepted_a", "scores", "pair_similarity", "pair_exact"}
+        "accepted_a", "scores", "pair_similarity", "pair_exact",
+        "pair_a" if keep == "first" else "pairs"}
     assert [p for p in pairs if p[1] != "read"] == []

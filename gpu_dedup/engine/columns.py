@@ -51,8 +51,9 @@ class StoredColumn:
         self.damaged = damaged
 
     @classmethod
-    def open(cls, path: str, damaged) -> "StoredColumn":
-        """The whole array of the ``.npy`` file ``path`` (its header read)."""
+    def open(cls, path: str, damaged):
+        """The whole array of the ``.npy`` file ``path`` (its header read);
+        for an array of two dimensions, a tuple of its rows."""
         try:
             with open(path, "rb") as f:
                 version = np.lib.format.read_magic(f)
@@ -64,8 +65,13 @@ class StoredColumn:
             raise damaged("missing") from None
         except (OSError, ValueError) as exc:
             raise damaged(f"not a readable array: {str(exc).splitlines()[0]}") from None
-        if len(shape) != 1 or dtype.hasobject:
-            raise damaged(f"not an array of one dimension of numbers ({shape}, {dtype})")
+        if len(shape) not in (1, 2) or (len(shape) == 2 and fortran) or dtype.hasobject:
+            raise damaged(f"not an array of one or two dimensions of numbers "
+                          f"({shape}, {dtype})")
+        if len(shape) == 2:
+            rows, cols = shape
+            return tuple(cls(path, offset + r * cols * dtype.itemsize, dtype, 0, cols, damaged)
+                         for r in range(rows))
         return cls(path, offset, dtype, 0, shape[0], damaged)
 
     @property

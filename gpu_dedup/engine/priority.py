@@ -62,11 +62,10 @@ def task_best(item: dict, ctx: Ctx, chunks: dict) -> dict:
     c, d0, d1, g0, g1 = (int(item[k]) for k in ("c", "d0", "d1", "g0", "g1"))
     keys = chunks["keys"]
     reps = np.array(st.load_npy(layout.exact("reps"), mmap=True)[g0:g1])
-    pair_rep = st.load_npy(layout.exact("pair_rep"), mmap=True)
-    p0, p1 = (int(x) for x in np.searchsorted(pair_rep, [d0, d1]))
-    members = np.array(st.load_npy(layout.exact("pair_member"), mmap=True)[p0:p1])
+    pair_rep = st.load_npy(layout.exact("pair_rep"), mmap="read")
+    p0, p1 = (int(x) for x in pair_rep.searchsorted([d0, d1]))
+    members = np.asarray(st.load_npy(layout.exact("pair_member"), mmap="read")[p0:p1])
     group = np.searchsorted(reps, np.asarray(pair_rep[p0:p1]))
-    del pair_rep
     n = reps.size
     docs = np.concatenate([reps, members])
     group = np.concatenate([np.arange(n, dtype=np.int64), group])

@@ -368,7 +368,7 @@ class SelectStage:
 
         def by_pair():
             for c in range(C):         # each chunk's sorted parts merged a slice at a time
-                parts = [st.load_npy(layout.ranked_spill(k, c, "pairs"), mmap=True)
+                parts = [st.load_npy(layout.ranked_spill(k, c, "pairs"), mmap="read")
                          for k in spills.get((c, "pairs"), [])]
                 for a, b, s in merged_pair_slices([tuple(p) for p in parts],
                                                   self.plan.pair_slice_rows):

@@ -544,7 +544,8 @@ class DiskStore:
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
         """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
         ``"c"``: copy-on-write, typed as a writable array by the kernels), or
-        ``"read"``: a :class:`~.columns.StoredColumn`, read a slice at a time."""
+        ``"read"``: a :class:`~.columns.StoredColumn` (rows of them for two
+        dimensions), read a slice at a time."""
         path = self._checked(rel)
         if mmap == "read":
             return StoredColumn.open(path, lambda why: self._damaged(path, why))
