@@ -602,6 +602,30 @@ def save(section: str, text: str, data: dict, argv) -> None:
                           f"{results.machine_line(data['machine'])}.\n\n{text}", data)
 
 
+def described(kind: str, args, rows: list) -> str:
+    """What the heavy or the templated corpus is, for its section."""
+    if kind == "heavy":
+        return (f"Generated documents of about {args.heavy_mean_bytes} bytes with heavy "
+                f"near-duplication (`bench/generate.py {' '.join(HEAVY)}`: made-up Zipfian "
+                f"words, dates and numbers; clusters of Pareto-distributed size up to 100,000 "
+                f"copies, each copy exact (20%) or edited: words substituted, inserted or "
+                f"deleted, dates and numbers changed, headers and footers added), budget "
+                f"`--memory-limit {args.heavy_budget}`, one process")
+    return (f"Pages made from {len(TEMPLATES)} templates (`ensure_templated`: each page as "
+            f"it is, or with a date or an order number added at the end or in front; a few "
+            f"clusters of hundreds of thousands of near-copies), budget `--memory-limit "
+            f"{args.templated_budget}`, one process; verified pairs: "
+            + ", ".join(f"{r['pairs']:,} at {r['documents']:,}" for r in rows))
+
+
+def shown(section: str, text: str, data: dict, args, argv) -> None:
+    """Print a section, and save it unless ``--no-save``."""
+    print()
+    print(text)
+    if not args.no_save:
+        save(section, text, data, argv)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,3000000,10000000")
@@ -652,30 +676,11 @@ def main(argv=None) -> int:
         data["resume"] = res
         sections.append(f"Killed with SIGKILL halfway and run again (same command, same "
                         f"work directory), `--memory-limit {args.real_budget}`:\n\n{md}")
-    if args.heavy:
-        rows, md = run_scale(args, args.out, heavy=True)
-        text = (f"Generated documents of about {args.heavy_mean_bytes} bytes with heavy "
-                f"near-duplication (`bench/generate.py {' '.join(HEAVY)}`: made-up Zipfian "
-                f"words, dates and numbers; clusters of Pareto-distributed size up to 100,000 "
-                f"copies, each copy exact (20%) or edited: words substituted, inserted or "
-                f"deleted, dates and numbers changed, headers and footers added), budget "
-                f"`--memory-limit {args.heavy_budget}`, one process:\n\n{md}")
-        print()
-        print(text)
-        if not args.no_save:
-            save("heavy-duplication", text, {"rows": rows}, argv)
-    if args.templated:
-        rows, md = run_scale(args, args.out, templated=True)
-        text = (f"Pages made from {len(TEMPLATES)} templates (`ensure_templated`: each "
-                f"page as it is, or with a date or an order number added at the end or in "
-                f"front; a few clusters of hundreds of thousands of near-copies), budget "
-                f"`--memory-limit {args.templated_budget}`, one process; verified pairs: "
-                + ", ".join(f"{r['pairs']:,} at {r['documents']:,}" for r in rows)
-                + f":\n\n{md}")
-        print()
-        print(text)
-        if not args.no_save:
-            save("templated-pages", text, {"rows": rows}, argv)
+    for kind, section in (("heavy", "heavy-duplication"), ("templated", "templated-pages")):
+        if getattr(args, kind):
+            rows, md = run_scale(args, args.out, **{kind: True})
+            shown(section, f"{described(kind, args, rows)}:\n\n{md}", {"rows": rows}, args,
+                  argv)
     if args.cluster:
         res, md = run_cluster(args, args.out)
         corpus = (f"documents of about {args.heavy_mean_bytes} bytes with heavy "
@@ -687,10 +692,7 @@ def main(argv=None) -> int:
                 f"for each run, the run given `--scheduler tcp://...` and `--memory-limit "
                 f"{args.cluster_budget}`, beside one process (`--scheduler none`), on "
                 f"{corpus}:\n\n{md}")
-        print()
-        print(text)
-        if not args.no_save:
-            save("dask-cluster", text, res, argv)
+        shown("dask-cluster", text, res, args, argv)
     text = "\n\n".join(sections)
     print()
     print(text)
