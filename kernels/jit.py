@@ -95,6 +95,28 @@ class interpreted:
         return False
 
 
+class compiled_here:
+    """Within the ``with`` block, the kernels called on this thread run
+    compiled even inside an :func:`interpreted` block (a stage that turns
+    out heavier than the run's estimate); ``active=False`` makes it a block
+    that changes nothing. The results are the same either way."""
+
+    def __init__(self, active: bool = True):
+        self.active = bool(active)
+        self._before = None
+
+    def __enter__(self):
+        if self.active:
+            self._before = getattr(_local, "on", False)
+            _local.on = False
+        return self
+
+    def __exit__(self, *exc):
+        if self.active:
+            _local.on = self._before
+        return False
+
+
 class compiling:
     """Within the ``with`` block, :func:`interpreted` blocks on this thread
     change nothing: the kernels run compiled (to fill Numba's cache, or to

@@ -127,6 +127,37 @@ def test_counted_documents_weigh_in_the_choice(tmp_path, monkeypatch):
     assert input_records(str(texts), ["a.txt", "b.txt"]) == 2
 
 
+def test_a_heavy_selection_of_an_interpreted_run_runs_compiled(tmp_path, monkeypatch):
+    """Pages of one template with dates added: few bytes, but every page a
+    near-copy of the others, whose windows of pairs all need their exact
+    similarity. An interpreted run whose buckets' windows hold more pairs
+    than it could score interpreted in a second runs its selection compiled,
+    and gives the bytes of a run that stays interpreted."""
+    from gpu_dedup.engine import plan
+    from gpu_dedup.engine.select_stage import SelectStage
+    assert plan.compile_selection(10 ** 6) and not plan.compile_selection(10 ** 5)
+    page = "Welcome to the Example Store. Free shipping on orders over fifty dollars today."
+    texts = [f"{page} Updated 2026-{1 + i % 12:02d}-{1 + i % 28:02d} #{i % 37}."
+             for i in range(300)]
+    paths = write_inputs(str(tmp_path / "in"), texts)
+    modes = []
+    real = SelectStage._select_in_ranges
+
+    def select(self, *a):
+        modes.append(jit.interpreting())
+        return real(self, *a)
+    monkeypatch.setattr(SelectStage, "_select_in_ranges", select)
+    out = {}
+    for per_pair in (0.0, 1.0):          # the selection interpreted, then compiled
+        monkeypatch.setattr(plan, "INTERPRET_SECONDS_PER_WINDOW_PAIR", per_pair)
+        out[per_pair], report = _run(str(tmp_path / str(per_pair)), paths, Config(),
+                                     compiled=False)
+        assert report["kernels"] == "interpreted"       # the run as a whole
+        assert report["selection"]["comparisons"] > 1000
+    assert modes == [True, False]
+    assert out[0.0] == out[1.0]
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.uint64])
 @pytest.mark.parametrize("n", [0, 1, 5, 33, 500])
 def test_sorting_stand_ins_match_the_compiled_kernels(dtype, n):

@@ -52,6 +52,14 @@ MEMORY_PER_INPUT_BYTE = 40
 INTERPRET_SECONDS = 1.0
 INTERPRET_SECONDS_PER_BYTE = 0.35e-6
 INTERPRET_SECONDS_PER_RECORD = 0.15e-3
+#: The greedy selection of an interpreted run costs up to this a pair of its
+#: buckets' windows (counted by the buckets stage): on pages of a few
+#: templates, whose pairs all need their exact similarity, 2.5-4.2 µs, and
+#: 1.4 µs on heavily duplicated short lines. A selection whose windows would
+#: take more than :data:`INTERPRET_SECONDS` that way runs compiled: 4,000
+#: templated pages took 8.8 s in the selection interpreted, 0.6 s compiled
+#: (and 0.5-1 s to load Numba).
+INTERPRET_SECONDS_PER_WINDOW_PAIR = 2e-6
 #: Inputs of more bytes always compile (their text alone takes longer).
 INTERPRET_MAX_BYTES = int(INTERPRET_SECONDS / INTERPRET_SECONDS_PER_BYTE)
 #: Inputs whose documents are not counted before they are read (compressed
@@ -76,6 +84,12 @@ def interpreted_kernels(input_bytes: int, executor, backend, records: int | None
         return int(input_bytes) <= INTERPRET_BYTES
     return (int(input_bytes) * INTERPRET_SECONDS_PER_BYTE
             + int(records) * INTERPRET_SECONDS_PER_RECORD) <= INTERPRET_SECONDS
+
+
+def compile_selection(window_pairs: int) -> bool:
+    """Whether an interpreted run's selection, over buckets whose windows
+    hold ``window_pairs`` pairs, should run its kernels compiled."""
+    return int(window_pairs) * INTERPRET_SECONDS_PER_WINDOW_PAIR > INTERPRET_SECONDS
 
 
 def _floor_pow2(x: int) -> int:

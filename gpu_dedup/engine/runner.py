@@ -42,12 +42,14 @@ import pyarrow as pa
 from ..arrays import arrow, stable_order, unique
 from ..backend import MAX_DOCUMENTS
 from ..errors import InputError
+from ..kernels.jit import compiled_here, interpreting
 from ..stages.lsh import unpack_edges, verified_edges
 from . import bucket_tasks, exact_tasks, layout, tasks
 from .assign_stage import AssignStage
 from .base import RunnerBase
 from .bounds import bound_words, uses_bounds
 from .outputs import RunOutputs
+from .plan import compile_selection
 from .records import Blocks, Documents, ScoreInputs, StoredSets, set_positions
 from .select_stage import SET_BYTES_PER_TEXT_BYTE, SelectStage
 from .store import DamagedWorkFile
@@ -469,7 +471,12 @@ class Runner(RunnerBase, SelectStage, AssignStage, RunOutputs):
         meta = self._stage_done("select")
         if meta is None:
             if self.cfg.cluster == "greedy":
-                meta = self._select_in_ranges(docs, blocks)
+                pairs = self.buckets_meta.get("window_pairs", 0)
+                heavy = interpreting() and compile_selection(pairs)
+                if heavy:
+                    log.info("selection: %d pairs in the buckets' windows, compiled", pairs)
+                with compiled_here(heavy):
+                    meta = self._select_in_ranges(docs, blocks)
                 names = layout.SELECTED_GREEDY
             else:
                 meta = self._verify_components(docs, blocks)

@@ -104,7 +104,9 @@ class SelectStage:
             files += [layout.POS_RANK, layout.POS_OF_RANK, layout.BEST]
         meta = {"ranges": bounds.size - 1, "bounds": b, "rank_base": base, "groups": cut,
                 "buckets": sum(c["buckets"] for c in cut),
-                "bucket_entries": sum(c["entries"] for c in cut)}
+                "bucket_entries": sum(c["entries"] for c in cut),
+                # the pairs of the buckets' windows (a pair in several counted in each)
+                "window_pairs": max(0, round(float(load.sum()) / BYTES_PER_LOAD - entries))}
         return meta, files
 
     def _rank_text(self, ranked: bool) -> np.ndarray:
