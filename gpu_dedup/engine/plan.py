@@ -58,7 +58,7 @@ INTERPRET_SECONDS_PER_RECORD = 0.15e-3
 #: 1.4 µs on heavily duplicated short lines. A selection whose windows would
 #: take more than :data:`INTERPRET_SECONDS` that way runs compiled: 4,000
 #: templated pages took 8.8 s in the selection interpreted, 0.6 s compiled
-#: (and 0.5-1 s to load Numba).
+#: (and 0.5-1 s to load Numba); whole runs 1.6 against 8.9 s.
 INTERPRET_SECONDS_PER_WINDOW_PAIR = 2e-6
 #: Inputs of more bytes always compile (their text alone takes longer).
 INTERPRET_MAX_BYTES = int(INTERPRET_SECONDS / INTERPRET_SECONDS_PER_BYTE)
