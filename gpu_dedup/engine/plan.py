@@ -52,7 +52,7 @@ MEMORY_PER_INPUT_BYTE = 40
 INTERPRET_SECONDS = 1.0
 INTERPRET_SECONDS_PER_BYTE = 0.35e-6
 INTERPRET_SECONDS_PER_RECORD = 0.15e-3
-#: The greedy selection of an interpreted run costs up to this a pair of its
+#: The greedy selection of an interpreted run costs about this a pair of its
 #: buckets' windows (counted by the buckets stage): on pages of a few
 #: templates, whose pairs all need their exact similarity, 2.5-4.2 µs, and
 #: 1.4 µs on heavily duplicated short lines. A selection whose windows would
