@@ -119,3 +119,28 @@ def test_a_run_reads_its_pairs_a_slice_at_a_time(tmp_path, monkeypatch, keep):
         "accepted_a", "scores", "pair_similarity", "pair_exact",
         "pair_a" if keep == "first" else "pairs"}
     assert [p for p in pairs if p[1] != "read"] == []
+
+
+@pytest.mark.parametrize("keep", ["first", "longest"])
+def test_a_run_in_memory_lets_go_of_its_pairs_once_they_are_merged(tmp_path, monkeypatch,
+                                                                   keep):
+    """In the memory store, where no resume reads them, each range's pairs
+    are let go once the selection has merged them, and the selection's
+    accepted pairs once each chunk holds its own: a run of near-copies holds
+    one copy of its pairs at a time, not three."""
+    from test_staged import make_texts, run, write_inputs
+    paths = write_inputs(str(tmp_path / "in"), make_texts(300))
+    stores = []
+    real = store_module.MemoryStore.__init__
+
+    def init(self, *a, **kw):
+        stores.append(self)
+        real(self, *a, **kw)
+    monkeypatch.setattr(store_module.MemoryStore, "__init__", init)
+    report = run(paths, str(tmp_path / "out"), dataclasses.replace(CFG, keep=keep))
+    assert report["edges"]["verified"] > 0 and report["work"]["store"] == "memory"
+    assert stores
+    held = [r for st in stores for r in st._items if isinstance(r, str)]
+    assert any(r.startswith("assign/") for r in held)          # the results stay
+    assert [r for r in held if r.startswith("select/ranges/")
+            or r.split("/")[-1] in ("accepted_a.npy", "accepted_b.npy", "scores.npy")] == []

@@ -307,6 +307,10 @@ class SelectStage:
                                 self._by_first_range(ran, bounds, rank0), verified)
         else:
             verified = self._save_ranked(ran, bounds, pos_of_rank, rank0)
+        if st.kind == "memory":     # merged, and no resume reads them: their memory back
+            for k in ran:
+                for name in layout.RANGE_ARRAYS:
+                    st.discard(layout.range_result(k, name))
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was
