@@ -505,10 +505,10 @@ def quick_exit(code) -> None:
     code = 0 if code is None else code
     if not isinstance(code, int):
         sys.exit(code)
-    for module, stop in (("gpu_dedup.io.jsonl_scan", "stop_reader"),
-                         ("gpu_dedup.kernels.threads", "stop_pool")):
-        if module in sys.modules:        # the package's idle pools: as a normal exit does
-            getattr(sys.modules[module], stop)()
+    from .io.jsonl_scan import stop_reader
+    from .kernels.threads import stop_pool
+    stop_reader()                        # the package's idle pools: as a normal exit does
+    stop_pool()
     main_thread = threading.main_thread()
     if any(t is not main_thread and not t.daemon and t.is_alive()
            for t in threading.enumerate()):
