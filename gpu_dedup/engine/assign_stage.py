@@ -48,9 +48,7 @@ class AssignStage:
                 meta["chaining"] = chaining
             self.store.mark_done(layout.stage("assign"), meta,
                                  units=[layout.assign_chunk(it["key"]) for it in items])
-            if self.store.kind == "memory":   # in the chunks' pairs now, and no resume
-                for name in ("accepted_a", "accepted_b", "scores"):
-                    self.store.discard(layout.selected(name))
+            self.store.spent(layout.selected(n) for n in ("accepted_a", "accepted_b", "scores"))
         self.assign_meta = meta
 
     def _assign_meta(self, items: list, parts: list) -> dict:

@@ -180,8 +180,8 @@ class RunOutputs:
         with ParquetWriter(os.path.join(folder, "pairs.parquet"), schema,
                            dictionary=dictionary_columns(schema)) as w:
             rg = RowGroups(w, schema)
-            names = ("pair_a", "pair_b", "pair_similarity")
-            for _, r in self.chunk_results(names, streamed=names):
+            pair_cols = ("pair_a", "pair_b", "pair_similarity")
+            for _, r in self.chunk_results(pair_cols, streamed=pair_cols):
                 cols = r["pair_a"], r["pair_b"], r["pair_similarity"]
                 for s in range(0, len(cols[0]), NAME_ROWS):
                     a, b, sims = (np.asarray(c[s:s + NAME_ROWS]) for c in cols)

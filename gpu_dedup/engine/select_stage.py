@@ -59,7 +59,8 @@ class SelectStage:
         # by bin of ranks: the load of the buckets' entries, and the shingle
         # sets of the representatives from their own texts (about 12 bytes
         # a byte, and 16 a set)
-        load = self._rank_load(names, ranked) * BYTES_PER_LOAD
+        rank_load = self._rank_load(names, ranked)
+        load = rank_load * BYTES_PER_LOAD
         # (and each one's bound row, which long texts make wide)
         row = 4.0 * self.blocks.blocks[0]["bound_words"] \
             if self.bound_rows_stored and self.blocks.blocks else 0.0
@@ -105,8 +106,9 @@ class SelectStage:
         meta = {"ranges": bounds.size - 1, "bounds": b, "rank_base": base, "groups": cut,
                 "buckets": sum(c["buckets"] for c in cut),
                 "bucket_entries": sum(c["entries"] for c in cut),
-                # the pairs of the buckets' windows (a pair in several counted in each)
-                "window_pairs": max(0, round(float(load.sum()) / BYTES_PER_LOAD - entries))}
+                # the pairs of the buckets' windows (a pair in several counted in each):
+                # the load less the one each entry weighs itself
+                "window_pairs": max(0, round(float(rank_load.sum()) - entries))}
         return meta, files
 
     def _rank_text(self, ranked: bool) -> np.ndarray:
@@ -231,16 +233,14 @@ class SelectStage:
         are in slices of the pairs of ranges ``j`` and later, merged a slice
         of rows at a time (the first documents of large clusters have many)."""
         st = self.store
+        # each range's pairs, read a slice at a time (nothing mapped), and
+        # where every range of first members starts in them
+        cols = {k: [st.load_npy(layout.range_result(k, c), mmap="read")
+                    for c in ("pair_a", "pair_b", "pair_scores")] for k in ran}
+        cuts = {k: [int(x) for x in cols[k][0].searchsorted(bounds)] for k in ran}
         for j in range(bounds.size - 1):
-            sources = []
-            for k in ran:
-                if k < j:
-                    continue
-                p = st.load_npy(layout.range_result(k, "pair_a"), mmap="read")
-                a, b = (int(x) for x in p.searchsorted(bounds[j:j + 2]))
-                if b > a:                    # read a slice at a time, nothing mapped
-                    sources.append(tuple(st.load_npy(layout.range_result(k, c), mmap="read")[a:b]
-                                         for c in ("pair_a", "pair_b", "pair_scores")))
+            sources = [tuple(c[cuts[k][j]:cuts[k][j + 1]] for c in cols[k])
+                       for k in ran if k >= j and cuts[k][j + 1] > cuts[k][j]]
             for a, b, s in merged_pair_slices(sources, self.plan.pair_slice_rows):
                 yield a - shift, b - shift, s
 
@@ -307,10 +307,7 @@ class SelectStage:
                                 self._by_first_range(ran, bounds, rank0), verified)
         else:
             verified = self._save_ranked(ran, bounds, pos_of_rank, rank0)
-        if st.kind == "memory":     # merged, and no resume reads them: their memory back
-            for k in ran:
-                for name in layout.RANGE_ARRAYS:
-                    st.discard(layout.range_result(k, name))
+        st.spent(layout.range_result(k, name) for k in ran for name in layout.RANGE_ARRAYS)
         done = list(results.values())
         where = next((r.where for r in done if r.where is not None), None)
         # the rounds and the pairs actually scored depend on how the rule was

@@ -6,37 +6,33 @@ through paths, so the same tasks run in memory and out of core:
 * :class:`MemoryStore` keeps arrays and Arrow columns as Python objects in
   this process. It is chosen when the plan says the corpus fits the budget
   and every task runs in this process (in order, or on Dask threads).
-* :class:`DiskStore` is the work directory: ``.npy`` files (memory-mapped on
-  load), Arrow IPC files and completion markers. It is chosen when the corpus
-  may not fit, when tasks run in other processes (a Dask cluster), or when a
-  work directory is asked for; it makes a run resumable.
-
-A disk store lives at ``ROOT/NAME-HASH``: ``ROOT`` is ``--work-dir`` (by
-default ``.gpu-dedup-work`` beside the output directory), ``NAME`` the
-configuration's short name and ``HASH`` a digest of everything that
-determines the intermediate results: the resolved configuration, the text and
-id fields, each input's content identity (:func:`gpu_dedup.io.identity.
-input_identity`) and the plan. Changed parameters or changed inputs never
-reuse stale work.
+* :class:`DiskStore` is the work directory: ``.npy`` files (read in, mapped,
+  or read a slice at a time), Arrow IPC files and completion markers. It is
+  chosen when the corpus may not fit, when tasks run in other processes (a
+  Dask cluster), or when a work directory is asked for; it makes a run
+  resumable. It lives at ``ROOT/NAME-HASH``: ``ROOT`` is ``--work-dir`` (by
+  default ``.gpu-dedup-work`` beside the output directory), ``NAME`` the
+  configuration's short name and ``HASH`` a digest of everything that
+  determines the intermediate results (the resolved configuration, the text
+  and id fields, each input's content identity, the plan): changed
+  parameters or inputs never reuse stale work.
 
 Every artifact of a disk store is written to a temporary name
 (:func:`gpu_dedup.atomic.tmp_path`, the one rule for every file written
-there, which :meth:`DiskStore.open` cleans with ``is_tmp``) and renamed
-into place; a unit of work is complete when its marker ``<unit>.done``
-exists, written after the unit's artifacts (what each unit and file is:
-:mod:`gpu_dedup.engine.layout`). A run killed at any point (even by SIGKILL)
-leaves only complete units plus temporary files, which the next run
-removes; a write that fails (a full disk) removes its temporary file.
+there, which :meth:`DiskStore.open` cleans with ``is_tmp``) and renamed into
+place; a unit of work is complete when its marker ``<unit>.done`` exists,
+written after the unit's artifacts (:mod:`gpu_dedup.engine.layout`). A run
+killed at any point (even by SIGKILL) leaves only complete units plus
+temporary files, which the next run removes, as a failed write does its own.
 
-Nothing in a work directory is trusted for being there. Each artifact's size
-and XXH3-128 hash are taken as it is written; a unit's marker lists its
-files with theirs (a stage's marker also lists the files of its units that
-later stages read) and carries a hash of its own content. A unit is done
-only while its marker is intact and every file it lists matches: a file
-truncated, changed, zeroed, replaced or deleted since makes the unit be
-computed again, to the same bytes (every task is deterministic). Reading a
-file that no longer holds what this run wrote or checked, where nothing can
-be computed again, is an error naming the file (:class:`DamagedWorkFile`).
+Nothing in a work directory is trusted for being there. Each artifact's size and
+XXH3-128 hash are taken as it is written; a unit's marker lists its files with theirs (a
+stage's marker also lists the files of its units that later stages read) and carries a
+hash of its own content. A unit is done only while its marker is intact and every file
+it lists matches: a file truncated, changed, zeroed, replaced or deleted since makes the
+unit be computed again, to the same bytes. Reading a file that no longer holds what this
+run wrote or checked, where nothing is computed again, is an error naming it
+(:class:`DamagedWorkFile`).
 """
 from __future__ import annotations
 
@@ -163,6 +159,11 @@ class MemoryStore:
 
     def uncache(self, rels) -> None:
         """Nothing to do: memory is not a cache of files."""
+
+    def spent(self, rels) -> None:
+        """``rels``, which no later stage reads: freed (nothing resumes from memory)."""
+        for rel in rels:
+            self.discard(rel)
 
     def discard(self, rel: str) -> None:
         """Forget ``rel``, a file this run wrote and no longer needs."""
@@ -467,6 +468,9 @@ class DiskStore:
                 finally:
                     os.close(fd)
 
+    #: ``rels``, which no later stage reads: kept for a resume, out of the page cache.
+    spent = uncache
+
     def discard(self, rel: str) -> None:
         """Delete ``rel``, a file this run wrote and no longer needs (never
         one it did not write)."""
@@ -542,10 +546,9 @@ class DiskStore:
             self._record(rel, _write_atomically(path, lambda _, got=got: got.sum(), tmp), path)
 
     def load_npy(self, rel: str, mmap: bool | str = False) -> np.ndarray:
-        """The array ``rel``: read in, or mapped (``mmap=True``: read-only;
-        ``"c"``: copy-on-write, typed as a writable array by the kernels), or
-        ``"read"``: a :class:`~.columns.StoredColumn` (rows of them for two
-        dimensions), read a slice at a time."""
+        """The array ``rel``: read in, mapped (``mmap=True``: read-only; ``"c"``:
+        copy-on-write, typed as writable by the kernels), or ``"read"``: a
+        :class:`~.columns.StoredColumn` (rows of them for two dimensions)."""
         path = self._checked(rel)
         if mmap == "read":
             return StoredColumn.open(path, lambda why: self._damaged(path, why))
