@@ -468,8 +468,8 @@ class DiskStore:
                 finally:
                     os.close(fd)
 
-    #: ``rels``, which no later stage reads: kept for a resume, out of the page cache.
-    spent = uncache
+    def spent(self, rels) -> None:
+        """Nothing to do: files no later stage reads stay, for a resume."""
 
     def discard(self, rel: str) -> None:
         """Delete ``rel``, a file this run wrote and no longer needs (never
